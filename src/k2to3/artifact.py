@@ -1,0 +1,174 @@
+"""Read legacy Keras 2 artifacts with h5py and json only: nothing in the file is executed."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError, NotPortable
+
+HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+# HDF5 allows a user block before the superblock at 0, 512, 1024, 2048, ... bytes.
+_MAGIC_OFFSETS = (0, 512, 1024, 2048, 4096)
+
+
+@dataclass(frozen=True)
+class WeightEntry:
+    layer: str  # top-level layer group in model_weights
+    name: str  # weight name as saved (e.g. "dense/kernel:0")
+    shape: tuple[int, ...]
+    dtype: str
+    h5path: str  # dataset path inside the file
+
+
+@dataclass
+class LegacyArtifact:
+    path: Path
+    keras_version: str | None
+    backend: str | None
+    model_config: dict[str, Any]
+    training_config: dict[str, Any] | None
+    layer_names: list[str]  # model_weights layer order as Keras 2 saved it
+    weights: dict[str, list[WeightEntry]]  # layer group -> entries in weight_names order
+    optimizer_weight_count: int = 0
+    extra_root_attrs: list[str] = field(default_factory=list)
+
+    @property
+    def n_tensors(self) -> int:
+        return sum(len(v) for v in self.weights.values())
+
+    @property
+    def n_params(self) -> int:
+        return sum(int(np.prod(e.shape)) for v in self.weights.values() for e in v)
+
+    def read(self, entry: WeightEntry) -> np.ndarray:
+        import h5py
+
+        with h5py.File(self.path, "r") as f:
+            return np.asarray(f[entry.h5path])
+
+
+def sniff(path: Path) -> str:
+    """Classify a path by content, not extension: 'hdf5', 'zip', 'savedmodel', 'dir' or 'other'."""
+    if path.is_dir():
+        return "savedmodel" if (path / "saved_model.pb").exists() else "dir"
+    with open(path, "rb") as fh:
+        head = fh.read(4096 + 8)
+    if any(head[o : o + 8] == HDF5_MAGIC for o in _MAGIC_OFFSETS):
+        return "hdf5"
+    if head[:4] == b"PK\x03\x04" and zipfile.is_zipfile(path):
+        return "zip"
+    return "other"
+
+
+def _attr_text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _names_attr(group: Any, key: str) -> list[str]:
+    """Read a list-of-names attribute, including Keras' chunked form (key0, key1, ...)."""
+    if key in group.attrs:
+        return [_attr_text(n) for n in group.attrs[key]]
+    names: list[str] = []
+    i = 0
+    while f"{key}{i}" in group.attrs:
+        names.extend(_attr_text(n) for n in group.attrs[f"{key}{i}"])
+        i += 1
+    return names
+
+
+def read_artifact(path: str | Path) -> LegacyArtifact:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file", hint="check the path")
+    kind = sniff(p)
+    if kind == "zip":
+        raise NotPortable(
+            f"{p}: a zip archive (.keras format); k2to3 convert reads Keras 2 HDF5 files",
+            hint="load it with keras.saving.load_model directly, or re-save it from Keras 2 as .h5",
+        )
+    if kind == "savedmodel":
+        raise NotPortable(
+            f"{p}: a TensorFlow SavedModel directory; k2to3 convert reads Keras 2 HDF5 files",
+            hint="re-save the model from Keras 2 with model.save('model.h5')",
+        )
+    if kind != "hdf5":
+        raise InputError(
+            f"{p}: not an HDF5 file (no HDF5 signature)",
+            hint="pass a Keras 2 model saved with model.save('x.h5')",
+        )
+    import h5py
+
+    try:
+        f = h5py.File(p, "r")
+    except OSError as exc:
+        raise InputError(
+            f"{p}: HDF5 file is truncated or corrupt ({str(exc).splitlines()[0][:80]})",
+            hint="copy the file again from its source",
+        ) from None
+    try:
+        return _read_open(p, f)
+    except (OSError, KeyError, RuntimeError) as exc:
+        raise InputError(
+            f"{p}: HDF5 file is truncated or corrupt ({type(exc).__name__})",
+            hint="copy the file again from its source",
+        ) from None
+    finally:
+        f.close()
+
+
+def _read_open(p: Path, f: Any) -> LegacyArtifact:
+    if "model_config" not in f.attrs:
+        if "layer_names" in f.attrs or "layer_names0" in f.attrs:
+            raise NotPortable(
+                f"{p}: a weights-only HDF5 file (saved with save_weights); it has no model config",
+                hint="convert needs the model's source: k2to3 convert FILE --src module.py:build_fn",
+            )
+        raise InputError(
+            f"{p}: HDF5 file is not a Keras model (no model_config attribute)",
+            hint="pass a file written by Keras 2 model.save('x.h5')",
+        )
+    try:
+        model_config = json.loads(_attr_text(f.attrs["model_config"]))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: model_config is not valid JSON ({exc.msg})") from None
+    training_config = None
+    if "training_config" in f.attrs:
+        try:
+            training_config = json.loads(_attr_text(f.attrs["training_config"]))
+        except json.JSONDecodeError:
+            training_config = None
+    known = {"model_config", "training_config", "keras_version", "backend"}
+    extra = sorted(k for k in f.attrs if k not in known)
+    # Keras 2 writes weights under model_weights; very old files put layer groups at the root.
+    wroot = f["model_weights"] if "model_weights" in f else f
+    layer_names = _names_attr(wroot, "layer_names")
+    weights: dict[str, list[WeightEntry]] = {}
+    for lname in layer_names:
+        g = wroot[lname]
+        entries = []
+        for wname in _names_attr(g, "weight_names"):
+            ds = g[wname]
+            entries.append(
+                WeightEntry(lname, wname, tuple(int(s) for s in ds.shape), str(ds.dtype), ds.name)
+            )
+        weights[lname] = entries
+    n_opt = 0
+    if "optimizer_weights" in f:
+        n_opt = len(_names_attr(f["optimizer_weights"], "weight_names"))
+    return LegacyArtifact(
+        path=p,
+        keras_version=_attr_text(f.attrs["keras_version"]) if "keras_version" in f.attrs else None,
+        backend=_attr_text(wroot.attrs.get("backend", f.attrs.get("backend", b""))) or None,
+        model_config=model_config,
+        training_config=training_config,
+        layer_names=layer_names,
+        weights=weights,
+        optimizer_weight_count=n_opt,
+        extra_root_attrs=extra,
+    )

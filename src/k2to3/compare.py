@@ -1,0 +1,99 @@
+"""Numerical comparison against the reference (numpy only)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+# Elements whose reference magnitude is below this are left out of the relative error.
+REL_FLOOR = 1e-6
+
+
+@dataclass
+class OutputStats:
+    index: int
+    shape: list[int]
+    atol_effective: float  # atol floored at rtol x the output's peak magnitude (see docs/report.md)
+    max_abs: float
+    max_rel: float
+    allclose: bool
+    min_rtol: float  # smallest rtol that passes at the requested atol
+    min_atol: float  # smallest atol that passes at the requested rtol
+    argmax_agreement: float | None  # percent, for class-like outputs
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _f(x: float) -> float:
+    return float(x) if np.isfinite(x) else float("inf")
+
+
+def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, index: int = 0) -> OutputStats:
+    if got.shape != ref.shape:
+        return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
+                           float("inf"), None, f"shape {list(got.shape)} != reference {list(ref.shape)}")
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    nan_g, nan_r = np.isnan(g), np.isnan(r)
+    if (nan_g != nan_r).any():
+        return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
+                           float("inf"), None, "NaN pattern differs")
+    ok = ~nan_r
+    diff = np.abs(g - r)[ok]
+    mag = np.abs(r)[ok]
+    max_abs = float(diff.max()) if diff.size else 0.0
+    sel = mag > REL_FLOOR
+    max_rel = float((diff[sel] / mag[sel]).max()) if sel.any() else 0.0
+    # float32 rounding noise grows with the magnitudes a layer accumulates, not with each element:
+    # an element near zero in an output that peaks at 10 carries noise of order eps * 10.
+    atol = max(atol, rtol * float(mag.max())) if mag.size else atol
+    allclose = bool(np.all(diff <= atol + rtol * mag))
+    # min rtol at this atol: max((d - atol) / |r|); elements with d <= atol need none.
+    need = diff > atol
+    if need.any():
+        with np.errstate(divide="ignore"):
+            min_rtol = float(np.max(np.where(mag[need] > 0, (diff[need] - atol) / mag[need], np.inf)))
+    else:
+        min_rtol = 0.0
+    min_atol = float(max(0.0, (diff - rtol * mag).max())) if diff.size else 0.0
+    agree = None
+    if r.ndim >= 2 and r.shape[-1] > 1 and np.issubdtype(ref.dtype, np.floating):
+        agree = float(np.mean(np.argmax(g, -1) == np.argmax(r, -1)) * 100.0)
+    return OutputStats(index, list(ref.shape), atol, _f(max_abs), _f(max_rel), allclose, _f(min_rtol),
+                       _f(min_atol), agree)
+
+
+def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float) -> list[OutputStats]:
+    if len(got) != len(ref):
+        return [OutputStats(0, [], atol, float("inf"), float("inf"), False, float("inf"), float("inf"), None,
+                            f"{len(got)} outputs != reference {len(ref)}")]
+    return [compare_arrays(g, r, rtol, atol, i) for i, (g, r) in enumerate(zip(got, ref))]
+
+
+def first_divergent_layer(
+    order: list[str],
+    got: dict[str, np.ndarray],
+    ref: dict[str, np.ndarray],
+    to_ref_name: dict[str, str],
+    rtol: float,
+    atol: float,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Walk layers in topological order; the first whose output differs beyond tolerance is named."""
+    rows: list[dict[str, Any]] = []
+    first = None
+    for name in order:
+        ref_name = to_ref_name.get(name.split("#")[0], name.split("#")[0]) + (
+            "#" + name.split("#")[1] if "#" in name else "")
+        if name not in got or ref_name not in ref:
+            continue
+        s = compare_arrays(got[name], ref[ref_name], rtol, atol)
+        row = {"layer": name, "reference_layer": ref_name, "max_abs": s.max_abs, "max_rel": s.max_rel,
+               "allclose": s.allclose}
+        rows.append(row)
+        if first is None and not s.allclose:
+            first = row
+    return first, rows

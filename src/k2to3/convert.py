@@ -1,0 +1,319 @@
+"""`k2to3 convert`: read, upgrade, rebuild + restore (tensorflow worker), save atomically, verify on
+each backend in its own process, compare with the Keras 2 golden output. No backend import here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .artifact import read_artifact
+from .compare import compare_outputs, first_divergent_layer
+from .errors import Exit, InputError, K2to3Error, NotPortable
+from .inputs import input_specs, load_inputs, make_inputs
+from .upgrade import Plan, upgrade
+from .workers.pool import KINDS, Pool, WorkerError
+
+DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
+# Tolerances that fit reduced-precision compute dtypes (the report names the policy found).
+POLICY_TOL = {"mixed_float16": (5e-3, 5e-3), "float16": (5e-3, 5e-3),
+              "mixed_bfloat16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}
+LOAD_INSTRUCTIONS = "import k2to3.portable; keras.saving.load_model(PATH)"
+
+
+@dataclass
+class Options:
+    src: Path
+    out: Path
+    report_dir: Path | None = None
+    input_npz: Path | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    backends: tuple[str, ...] = KINDS
+    force: bool = False
+    golden: bool = True
+
+
+Progress = Callable[[str], None]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def check_paths(opts: Options) -> None:
+    src, out = opts.src, opts.out
+    if not src.exists():
+        raise InputError(f"{src}: no such file", hint="check the path")
+    if out.suffix != ".keras":
+        raise InputError(f"{out}: the output must end in .keras", hint="e.g. -o model.keras")
+    if out.exists() and out.resolve() == src.resolve():
+        raise InputError(f"{out}: output would overwrite the input", hint="choose another -o path")
+    if out.exists() and not opts.force:
+        raise InputError(f"{out}: output exists", hint="pass --force to replace it")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{parent}: output directory does not exist", hint="create it first")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"{parent}: output directory is not writable", hint="choose a writable -o path")
+    for b in opts.backends:
+        if b not in KINDS:
+            raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")
+
+
+def tolerances(opts: Options, plan: Plan) -> tuple[float, float, str]:
+    rtol, atol, source = DEFAULT_RTOL, DEFAULT_ATOL, "default"
+    for policy in sorted(plan.dtype_policies):
+        if policy in POLICY_TOL:
+            pr, pa = POLICY_TOL[policy]
+            if pr > rtol:
+                rtol, atol, source = pr, pa, f"dtype policy {policy}"
+    if opts.rtol is not None:
+        rtol, source = opts.rtol, "user"
+    if opts.atol is not None:
+        atol, source = opts.atol, "user"
+    return rtol, atol, source
+
+
+@dataclass
+class Job:
+    opts: Options
+    progress: Progress
+    pool: Pool
+    work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="k2to3-")))
+
+    def npz(self, name: str) -> str:
+        return str(self.work / f"{name}.npz")
+
+    def load(self, name: str) -> list[np.ndarray]:
+        with np.load(self.npz(name)) as z:
+            return [z[f"out{i}"] for i in range(len(z.files))]
+
+
+def _report_base(opts: Options, artifact: Any, plan: Plan | None) -> dict[str, Any]:
+    return {
+        "schema": "k2to3.convert/1",
+        "k2to3_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "input": {
+            "path": str(opts.src),
+            "sha256": _sha256(opts.src),
+            "keras_version": artifact.keras_version,
+            "saved_backend": artifact.backend,
+            "n_weight_tensors": artifact.n_tensors,
+            "n_params": artifact.n_params,
+            "optimizer_weights_dropped": artifact.optimizer_weight_count,
+            "extra_attributes": artifact.extra_root_attrs,
+        },
+        "findings": [f.to_dict() for f in plan.findings] if plan else [],
+        "renames": plan.renames if plan else {},
+        "dtype_policies": sorted(plan.dtype_policies) if plan else [],
+    }
+
+
+def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
+    """Run the whole job; returns the report dict (report["exit_code"] is the CLI's exit code).
+
+    Pass a warm `pool` to convert many models without paying the backend imports again."""
+    check_paths(opts)
+    artifact = read_artifact(opts.src)
+    plan = upgrade(artifact.model_config, artifact.training_config)
+    report = _report_base(opts, artifact, plan)
+    if plan.errors:
+        report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
+        first = plan.errors[0]
+        raise NotPortableReport(first.line(), report)
+    own_pool = pool is None
+    if pool is None:
+        pool = Pool(opts.backends, golden=opts.golden)
+    elif set(opts.backends) - set(pool.backends):
+        raise InputError(f"the worker pool serves {pool.backends}, not {opts.backends}")
+    job = Job(opts, progress, pool)
+    tmp_out = _tmp_of(job)
+    try:
+        return _run(job, artifact, plan, report, tmp_out)
+    finally:
+        if own_pool:
+            pool.close()
+        if tmp_out.exists():
+            tmp_out.unlink()
+        shutil.rmtree(job.work, ignore_errors=True)
+
+
+class NotPortableReport(NotPortable):
+    def __init__(self, message: str, report: dict[str, Any]):
+        super().__init__(message, hint=None)
+        self.report = report
+
+
+def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: Path) -> dict[str, Any]:
+    opts, progress = job.opts, job.progress
+    t_start = time.perf_counter()
+    rtol, atol, tol_source = tolerances(opts, plan)
+    if opts.input_npz:
+        xs = load_inputs(opts.input_npz, plan.model)
+    else:
+        xs = make_inputs(plan.model)
+    np.savez(job.npz("inputs"), **{f"in{i}": x for i, x in enumerate(xs)})
+    plan_path = job.work / "plan.json"
+    plan_path.write_text(json.dumps(plan.to_json()))
+    report["inputs"] = [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
+                         "source": str(opts.input_npz) if opts.input_npz else "seeded"}
+                        for s, x in zip(input_specs(plan.model), xs)]
+    report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
+
+    # One process builds; one per backend verifies. The tensorflow verifier also hosts tf_keras for
+    # the golden reference, which it computes while the build runs.
+    progress("workers: build (tensorflow), verify " + ", ".join(opts.backends))
+    wp = job.pool
+    wp.start()
+    timings: dict[str, float] = {}
+    with ThreadPoolExecutor(max_workers=len(wp.roles()) + 1) as pool:
+        fut_build = pool.submit(wp.get("build").call, "build", plan=str(plan_path), h5=str(opts.src),
+                                out=str(tmp_out))
+        fut_golden: Future | None = None
+        if opts.golden and wp.golden:
+            fut_golden = pool.submit(wp.get(wp.golden_role()).call, "golden", h5=str(opts.src),
+                                     inputs=job.npz("inputs"), out=job.npz("golden"), layers=False)
+        try:
+            build = fut_build.result()
+        except WorkerError as exc:
+            raise _as_user_error(exc) from None
+        timings["build_seconds"] = build["seconds"]
+        progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
+                 f"{build['ledger']['tensors_expected']} weight tensors; verifying")
+        report["ledger"] = build["ledger"]
+        report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+        futs = {b: pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
+                               out=job.npz(f"out-{b}"), layers=False) for b in opts.backends}
+        reference = _reference(job, fut_golden, report)
+        results: dict[str, dict[str, Any]] = {}
+        for b, fut in futs.items():
+            try:
+                results[b] = fut.result()
+                progress(f"{b}: loaded and ran")
+            except WorkerError as exc:
+                results[b] = {"error": exc.message}
+                progress(f"{b}: failed: {exc.message}")
+    if reference is None:  # golden unavailable: the Keras 3 tensorflow result is the reference
+        kind = "tensorflow" if "error" not in results.get("tensorflow", {"error": 1}) else next(
+            (b for b in opts.backends if "error" not in results[b]), None)
+        if kind is None:
+            raise K2to3Error("no backend could load the converted model", Exit.INTERNAL,
+                             hint=f"see {report['backends'] if 'backends' in report else 'the worker logs'}")
+        reference = job.load(f"out-{kind}")
+        report["reference"].update(kind=f"keras3-{kind}")
+    backends: dict[str, Any] = {}
+    mismatched = []
+    for b in opts.backends:
+        r = results[b]
+        if "error" in r:
+            backends[b] = {"status": "error", "error": r["error"]}
+            mismatched.append(b)
+            continue
+        stats = compare_outputs(job.load(f"out-{b}"), reference, rtol, atol)
+        ok = all(s.allclose for s in stats)
+        backends[b] = {
+            "status": "parity" if ok else "mismatch",
+            "params_trainable": r["params_trainable"],
+            "params_non_trainable": r["params_non_trainable"],
+            "weight_hash": r["weight_hash"],
+            "weight_hash_matches_build": r["weight_hash"] == build["weight_hash"],
+            "layer_hashes": r["layer_hashes"],
+            "outputs": [s.to_dict() for s in stats],
+            "load_seconds": round(r["load_seconds"], 3),
+            "predict_seconds": round(r["predict_seconds"], 3),
+            "first_divergent_layer": None,
+        }
+        if not ok or not backends[b]["weight_hash_matches_build"]:
+            mismatched.append(b)
+    _locate_divergence(job, report, backends, plan, rtol, atol)
+    hashes = {v["weight_hash"] for v in backends.values() if "weight_hash" in v}
+    report["backends"] = backends
+    report["weight_hashes_agree"] = len(hashes) == 1
+    os.replace(tmp_out, opts.out)  # atomic within the output directory
+    report["output"] = {"path": str(opts.out), "sha256": _sha256(opts.out),
+                        "needs_k2to3_portable": plan.needs_portable,
+                        "load": LOAD_INSTRUCTIONS.replace("PATH", repr(str(opts.out))) if plan.needs_portable
+                        else f"keras.saving.load_model({str(opts.out)!r})"}
+    timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
+    report["timings"] = timings
+    if any(backends[b]["status"] == "error" for b in backends):
+        report.update(verdict="error", exit_code=int(Exit.INTERNAL))
+    elif mismatched or len(hashes) != 1:
+        report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
+    else:
+        report.update(verdict="parity", exit_code=int(Exit.PARITY))
+    return report
+
+
+def _reference(job: Job, fut_golden: Future | None, report: dict[str, Any]) -> list[np.ndarray] | None:
+    if fut_golden is None:
+        report["reference"] = {"kind": None, "reason": "golden reference disabled (--no-golden)"}
+        return None
+    try:
+        g = fut_golden.result()
+    except WorkerError as exc:
+        report["reference"] = {"kind": None, "reason": f"tf_keras could not load the file: {exc.message}"}
+        job.progress("Keras 2 golden unavailable; using the Keras 3 tensorflow result as reference")
+        return None
+    report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"]}
+    job.progress("Keras 2 golden output computed with tf_keras")
+    return job.load("golden")
+
+
+def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any], plan: Plan,
+                       rtol: float, atol: float) -> None:
+    """On a mismatch, probe every layer on the reference and the mismatching backends."""
+    bad = [b for b, v in backends.items() if v.get("status") == "mismatch"]
+    if not bad:
+        return
+    ref_kind = report["reference"].get("kind")
+    try:
+        if ref_kind == "keras2-tf_keras":
+            ref_reply = job.pool.get(job.pool.golden_role()).call(
+                "golden", h5=str(job.opts.src), inputs=job.npz("inputs"), out=job.npz("golden2"), layers=True,
+                layers_out=job.npz("golden-layers"))
+        else:
+            kind = ref_kind.split("-", 1)[1]
+            ref_reply = job.pool.get(kind).call("verify", keras=str(_tmp_of(job)), inputs=job.npz("inputs"),
+                                               out=job.npz("ref2"), layers=True, layers_out=job.npz("ref-layers"))
+        ref_layers = dict(zip(ref_reply["layer_names"], job.load(
+            "golden-layers" if ref_kind == "keras2-tf_keras" else "ref-layers")))
+        inverse = {new: old for old, new in plan.renames.items()}
+        for b in bad:
+            rep = job.pool.get(b).call("verify", keras=str(_tmp_of(job)), inputs=job.npz("inputs"),
+                                      out=job.npz(f"probe-{b}"), layers=True, layers_out=job.npz(f"layers-{b}"))
+            got = dict(zip(rep["layer_names"], job.load(f"layers-{b}")))
+            first, rows = first_divergent_layer(rep["layer_names"], got, ref_layers, inverse, rtol, atol)
+            backends[b]["first_divergent_layer"] = first
+            backends[b]["layer_errors"] = rows
+    except WorkerError as exc:
+        for b in bad:
+            backends[b]["first_divergent_layer"] = {"error": f"per-layer probe failed: {exc.message}"}
+
+
+def _tmp_of(job: Job) -> Path:
+    return job.opts.out.parent / f".{job.opts.out.name}.k2to3-partial-{os.getpid()}-{id(job):x}.keras"
+
+
+def _as_user_error(exc: WorkerError) -> K2to3Error:
+    if exc.code is not None:
+        return K2to3Error(exc.message, Exit(exc.code))
+    return K2to3Error(f"{exc.kind} worker failed: {exc.message}", Exit.INTERNAL,
+                      hint="this is a k2to3 bug; the worker log has the traceback")

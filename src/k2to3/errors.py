@@ -1,0 +1,35 @@
+"""User-facing errors and the documented exit codes (docs/exit-codes.md)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    PARITY = 0  # converted, every backend matches the reference
+    MISMATCH = 1  # converted, but some backend's outputs differ beyond tolerance
+    USAGE = 2  # bad arguments or unreadable/invalid input; nothing written
+    NOT_PORTABLE = 3  # the model cannot be converted without more input (source, TF-only ops)
+    INTERNAL = 4  # a bug in k2to3 or a backend crash; the report/log says where
+
+
+class K2to3Error(Exception):
+    """An error with a one-line message (what, where, how to fix) and an exit code."""
+
+    def __init__(self, message: str, code: Exit = Exit.USAGE, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.hint = hint
+
+    def line(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class InputError(K2to3Error):
+    """The input artifact or an argument is unusable."""
+
+
+class NotPortable(K2to3Error):
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message, Exit.NOT_PORTABLE, hint=hint)

@@ -1,0 +1,88 @@
+"""The Keras 3 objects a converted model may need at load time. Imports keras only.
+
+    import k2to3.portable  # registers k2to3>* objects
+    model = keras.saving.load_model("model.keras")  # safe_mode stays on
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+PACKAGE = "k2to3"
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+def keras2_hard_sigmoid(x):
+    """Keras 2's hard_sigmoid: clip(0.2 * x + 0.5, 0, 1). Keras 3's is relu6(x + 3) / 6."""
+    x = ops.convert_to_tensor(x)
+    return ops.clip(ops.add(ops.multiply(x, 0.2), 0.5), 0.0, 1.0)
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ThresholdedReLU(keras.layers.Layer):
+    """Keras 2 ThresholdedReLU: x if x > theta else 0."""
+
+    def __init__(self, theta: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.theta = float(theta)
+
+    def call(self, inputs):
+        return ops.multiply(inputs, ops.cast(ops.greater(inputs, self.theta), inputs.dtype))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "theta": self.theta}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class LayerScale(keras.layers.Layer):
+    """ConvNeXt LayerScale (tf_keras.applications.convnext): x * gamma, gamma of shape (projection_dim,)."""
+
+    def __init__(self, init_values: float, projection_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.init_values = init_values
+        self.projection_dim = projection_dim
+
+    def build(self, input_shape):
+        self.gamma = self.add_weight(
+            name="gamma",
+            shape=(self.projection_dim,),
+            initializer=keras.initializers.Constant(self.init_values),
+            trainable=True,
+        )
+
+    def call(self, x):
+        return x * ops.cast(self.gamma, x.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "init_values": self.init_values, "projection_dim": self.projection_dim}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class StochasticDepth(keras.layers.Layer):
+    """ConvNeXt StochasticDepth: drops the residual path per sample in training; identity in inference."""
+
+    def __init__(self, drop_path_rate: float, **kwargs):
+        super().__init__(**kwargs)
+        self.drop_path_rate = drop_path_rate
+        self.seed_generator = keras.random.SeedGenerator(1337)
+
+    def call(self, x, training=None):
+        if training and self.drop_path_rate > 0:
+            keep = 1.0 - self.drop_path_rate
+            shape = (ops.shape(x)[0],) + (1,) * (len(x.shape) - 1)
+            mask = ops.floor(keep + keras.random.uniform(shape, 0, 1, seed=self.seed_generator))
+            return (x / keep) * mask
+        return x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "drop_path_rate": self.drop_path_rate}

@@ -1,0 +1,199 @@
+"""Rebuild a Keras 3 model from an upgrade plan by calling layers on KerasTensors.
+
+Runs inside the tensorflow worker (imports keras). Mirrors tf_keras's reconstruct_from_config:
+layers are processed in config order, each node once its inputs exist, with Keras 2's node
+numbering (nested models start at node 1) and tensors inside call kwargs resolved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import keras
+
+from .errors import K2to3Error, NotPortable
+from .upgrade import RNN_CLASSES, _is_ref
+
+CONSTANT = "_CONSTANT_VALUE"
+
+
+class BuildError(K2to3Error):
+    pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    # Keras wraps errors as "Error when deserializing ... Exception encountered: <cause>"
+    for line in text:
+        if "Exception encountered:" in line:
+            return line.split("Exception encountered:", 1)[1].strip()[:300]
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def make_layer(spec: dict[str, Any]) -> keras.layers.Layer:
+    cls_name, registered = spec["class_name"], spec.get("registered_name")
+    if registered:
+        cls = keras.saving.get_registered_object(registered)
+    else:
+        cls = getattr(keras.layers, cls_name, None)
+    if cls is None:
+        raise NotPortable(
+            f"layer '{spec['orig_name']}': unknown layer class '{cls_name}' (not a Keras 3 layer, no k2to3 rule)",
+            hint="pass the source that defines it with --src (planned), or port it and register it",
+        )
+    try:
+        return cls.from_config(spec["config"])
+    except Exception as exc:  # a config Keras 3 rejects: name the layer and the cause
+        raise NotPortable(
+            f"layer '{spec['orig_name']}' ({cls_name}): Keras 3 rejects its config: {_first_line(exc)}",
+            hint="report it to k2to3 with the model_config; a rule in rules/layers.toml can fix it",
+        ) from None
+
+
+class GraphBuilder:
+    def __init__(self, spec: dict[str, Any]):
+        self.spec = spec
+        self.layers: dict[str, Any] = {}
+        self.specs = {s["name"]: s for s in spec["layers"]}
+        self.calls: dict[str, list[list[Any]]] = {}
+        self.inputs: dict[str, Any] = {}
+
+    def resolve_ref(self, ref: list[Any]) -> tuple[bool, Any]:
+        name, node, tensor = ref[0], ref[1], ref[2]
+        if name == CONSTANT:
+            return True, tensor
+        if name in self.inputs:
+            return True, self.inputs[name]
+        idx = node - self.specs[name]["node_offset"]
+        outs = self.calls.get(name, [])
+        if idx < 0 or idx >= len(outs):
+            return False, None
+        return True, outs[idx][tensor]
+
+    def resolve(self, data: Any) -> tuple[bool, Any]:
+        """Replace every [layer, node, tensor] reference in a structure by its tensor."""
+        if _is_ref(data):
+            return self.resolve_ref(data)
+        if isinstance(data, list):
+            out = []
+            for x in data:
+                ok, v = self.resolve(x)
+                if not ok:
+                    return False, None
+                out.append(v)
+            return True, out
+        if isinstance(data, dict):
+            res = {}
+            for k, x in data.items():
+                ok, v = self.resolve(x)
+                if not ok:
+                    return False, None
+                res[k] = v
+            return True, res
+        return True, data
+
+    def process_node(self, spec: dict[str, Any], node: Any) -> bool:
+        refs = node if isinstance(node, list) and node and all(_is_ref(r) for r in node) else None
+        if refs is None:
+            raise BuildError(f"layer '{spec['orig_name']}': unsupported node structure")
+        kwargs: dict[str, Any] = dict(refs[-1][3]) if len(refs[-1]) == 4 else {}
+        ok, inputs = self.resolve([r[:3] for r in refs])
+        if not ok:
+            return False
+        ok, kwargs = self.resolve(kwargs)
+        if not ok:
+            return False
+        kwargs.pop("training", None)  # the converted model is called in inference mode by default
+        layer = self.layers[spec["name"]]
+        cls = spec["class_name"]
+        if len(inputs) > 1 and (cls in RNN_CLASSES or cls == "Bidirectional"):
+            # Keras 2 RNN.__call__ appended initial_state / constants to the inputs list.
+            n_const = int(spec["config"].get("num_constants") or 0)
+            states = inputs[1 : len(inputs) - n_const]
+            if states:
+                kwargs["initial_state"] = states
+            if n_const:
+                kwargs["constants"] = inputs[len(inputs) - n_const :]
+            inputs = inputs[0]
+        elif len(inputs) == 1:
+            inputs = inputs[0]
+        kwargs = {k: v for k, v in kwargs.items() if not (k == "mask" and v is None)}
+        try:
+            out = layer(inputs, **kwargs)
+        except NotPortable:
+            raise
+        except Exception as exc:
+            raise NotPortable(
+                f"layer '{spec['orig_name']}' ({cls}): calling it in Keras 3 failed: {_first_line(exc)}",
+                hint="report it to k2to3 with the model_config",
+            ) from None
+        self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
+        return True
+
+    def build(self) -> keras.Model:
+        spec = self.spec
+        if spec["kind"] == "sequential":
+            return self.build_sequential()
+        pending: dict[str, list[Any]] = {}
+        for s in spec["layers"]:
+            if s["class_name"] == "InputLayer":
+                self.inputs[s["name"]] = make_input(s)
+                continue
+            self.layers[s["name"]] = self.instantiate(s)
+            pending[s["name"]] = list(s["inbound_nodes"])
+        while any(pending.values()):
+            progressed = False
+            for s in spec["layers"]:
+                queue = pending.get(s["name"])
+                while queue:
+                    if not self.process_node(s, queue[0]):
+                        break
+                    queue.pop(0)
+                    progressed = True
+            if not progressed:
+                stuck = sorted(n for n, q in pending.items() if q)
+                raise BuildError(f"model '{spec['orig_name']}': graph cannot be resolved at layers {stuck[:5]}")
+        ins = [self.resolve_ref(r)[1] for r in spec["inputs"]]
+        outs_spec = spec["outputs"]
+        if _is_ref(outs_spec):
+            outs: Any = self.resolve_ref(outs_spec)[1]
+        else:
+            ok, outs = self.resolve([r[:3] if _is_ref(r) else r for r in outs_spec])
+            if not ok:
+                raise BuildError(f"model '{spec['orig_name']}': outputs cannot be resolved")
+            if isinstance(outs, list) and len(outs) == 1:
+                outs = outs[0]
+        return keras.Model(ins[0] if len(ins) == 1 else ins, outs, name=spec["name"])
+
+    def instantiate(self, s: dict[str, Any]) -> Any:
+        if s["nested"] is not None:
+            return GraphBuilder(s["nested"]).build()
+        if s["class_name"] in ("TFOpLambda", "SlicingOpLambda", "TensorFlowOpLayer"):
+            raise NotPortable(
+                f"layer '{s['orig_name']}': {s['class_name']} '{s.get('op')}' (a raw TensorFlow op) is not "
+                "translated yet", hint="see docs/rules.md#K2T904")
+        return make_layer(s)
+
+    def build_sequential(self) -> keras.Model:
+        items: list[Any] = []
+        for s in self.spec["layers"]:
+            if s["class_name"] == "InputLayer":
+                items.append(make_input(s))
+            else:
+                items.append(self.instantiate(s))
+        return keras.Sequential(items, name=self.spec["name"])
+
+
+def make_input(s: dict[str, Any]) -> Any:
+    c = s["config"]
+    kwargs: dict[str, Any] = {"batch_shape": tuple(c["batch_shape"]), "dtype": c.get("dtype") or "float32",
+                              "name": s["name"]}
+    if c.get("sparse"):
+        kwargs["sparse"] = True
+    if c.get("ragged"):
+        kwargs["ragged"] = True
+    return keras.Input(**kwargs)
+
+
+def build_model(plan: dict[str, Any]) -> keras.Model:
+    return GraphBuilder(plan["model"]).build()

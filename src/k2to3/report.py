@@ -1,0 +1,87 @@
+"""One report dict -> report.json (schema k2to3.convert/1, docs/report.md) and report.md."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    return "" if x is None else str(x)
+
+
+def worst(report: dict[str, Any], key: str) -> dict[str, float]:
+    out = {}
+    for b, v in report.get("backends", {}).items():
+        vals = [o[key] for o in v.get("outputs", [])]
+        if vals:
+            out[b] = max(vals)
+    return out
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    inp = report["input"]
+    lines = [
+        f"# k2to3 convert report: `{Path(inp['path']).name}`",
+        "",
+        f"- **Verdict:** {report.get('verdict')} (exit code {report.get('exit_code')})",
+        f"- **Input:** `{inp['path']}` (Keras {inp.get('keras_version')}, {inp['n_params']:,} parameters in "
+        f"{inp['n_weight_tensors']} tensors, sha256 `{inp['sha256'][:16]}…`)",
+    ]
+    out = report.get("output")
+    if out:
+        lines.append(f"- **Output:** `{out['path']}` (sha256 `{out['sha256'][:16]}…`); load with "
+                     f"`{out['load']}`")
+    ref = report.get("reference")
+    if ref:
+        lines.append(f"- **Reference:** {ref.get('kind')}"
+                     + (f" {ref.get('keras_version')}" if ref.get("keras_version") else "")
+                     + (f" ({ref['reason']})" if ref.get("reason") else ""))
+    tol = report.get("tolerance")
+    if tol:
+        lines.append(f"- **Tolerance:** rtol={tol['rtol']:g}, atol={tol['atol']:g} ({tol['source']})")
+    if report.get("dtype_policies"):
+        lines.append(f"- **dtype policies found:** {', '.join(report['dtype_policies'])}")
+    led = report.get("ledger")
+    if led:
+        lines.append(f"- **Weights restored:** {led['tensors_restored']}/{led['tensors_expected']} tensors, "
+                     f"{led['params_restored']:,}/{led['params_expected']:,} parameters")
+    if inp.get("optimizer_weights_dropped"):
+        lines.append(f"- **Optimizer state:** {inp['optimizer_weights_dropped']} tensors not carried over")
+    if report.get("backends"):
+        lines += ["", "## Backends", "",
+                  "| backend | status | params (trainable / non-trainable) | weight hash | max abs err | "
+                  "max rel err | min rtol | min atol | argmax agree | first divergent layer |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for b, v in report["backends"].items():
+            if v["status"] == "error":
+                lines.append(f"| {b} | error: {v['error']} | | | | | | | | |")
+                continue
+            outs = v["outputs"]
+            fdl = v.get("first_divergent_layer") or {}
+            agree = [o["argmax_agreement"] for o in outs if o["argmax_agreement"] is not None]
+            lines.append(
+                f"| {b} | {v['status']} | {v['params_trainable']:,} / {v['params_non_trainable']:,} | "
+                f"`{v['weight_hash'][:12]}` | {_fmt(max(o['max_abs'] for o in outs))} | "
+                f"{_fmt(max(o['max_rel'] for o in outs))} | {_fmt(max(o['min_rtol'] for o in outs))} | "
+                f"{_fmt(max(o['min_atol'] for o in outs))} | "
+                f"{_fmt(min(agree)) + '%' if agree else 'n/a'} | {fdl.get('layer', '')} |")
+    if report.get("findings"):
+        lines += ["", "## Findings", "", "| code | severity | layer | message |", "|---|---|---|---|"]
+        for f in report["findings"]:
+            lines.append(f"| [{f['code']}](docs/rules.md#{f['code'].lower()}) | {f['severity']} | "
+                         f"{f['layer'] or ''} | {f['message']}{' Fix: ' + f['fix'] if f.get('fix') else ''} |")
+    if report.get("renames"):
+        lines += ["", "## Renamed layers", ""] + [f"- `{a}` → `{b}`" for a, b in report["renames"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    pj, pm = directory / "report.json", directory / "report.md"
+    pj.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    pm.write_text(to_markdown(report))
+    return [pj, pm]

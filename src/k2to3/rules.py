@@ -1,0 +1,87 @@
+"""Load the reviewed rule tables in rules/*.toml (pure data, no keras)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+
+def rules_dir() -> Path:
+    """rules/ ships inside the wheel as k2to3/rules; in a source checkout it is the repo's rules/."""
+    packaged = Path(__file__).parent / "rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    title: str
+    action: str
+    fm: str = ""
+    classes: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    require: dict[str, Any] = field(default_factory=dict)
+    to: str | None = None
+    portable: bool = False
+    set: dict[str, Any] = field(default_factory=dict)
+    from_: str | None = None
+    to_portable: str | None = None
+    builtin: str | None = None
+    safety: str = "safe"
+    fixture: str | None = None
+    what: str = ""
+    why: str = ""
+    before: str = ""
+    after: str = ""
+    fix: str = ""
+
+
+_ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin"}
+
+
+def _rule(raw: dict[str, Any], source: Path) -> Rule:
+    data = dict(raw)
+    if "from" in data:
+        data["from_"] = data.pop("from")
+    for key in ("classes", "keys"):
+        if key in data:
+            data[key] = tuple(data[key])
+    try:
+        rule = Rule(**data)
+    except TypeError as exc:
+        raise ValueError(f"{source}: rule {raw.get('code')}: {exc}") from None
+    if rule.action not in _ACTIONS:
+        raise ValueError(f"{source}: rule {rule.code}: unknown action {rule.action!r}")
+    return rule
+
+
+@cache
+def layer_rules() -> tuple[Rule, ...]:
+    path = rules_dir() / "layers.toml"
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    rules = tuple(_rule(r, path) for r in raw["rule"])
+    codes = [r.code for r in rules]
+    if len(codes) != len(set(codes)):
+        raise ValueError(f"{path}: duplicate rule codes")
+    return rules
+
+
+def rule(code: str) -> Rule:
+    for r in layer_rules():
+        if r.code == code:
+            return r
+    raise KeyError(code)
+
+
+def builtin_code(name: str) -> str:
+    for r in layer_rules():
+        if r.builtin == name:
+            return r.code
+    raise KeyError(name)

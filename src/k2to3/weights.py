@@ -1,0 +1,175 @@
+"""Restore Keras 2 weights onto a rebuilt Keras 3 model by original layer name, with a ledger.
+
+Keras 2 saved each layer's weights as trainable + non-trainable (`_legacy_weights`); the same
+order is used here, per layer, with shape checks. Nested models are split per inner layer by the
+saved weight names ("dense1/kernel:0" belongs to inner layer "dense1"). Only numpy is imported;
+layers and variables are used through their Keras 3 attributes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .artifact import LegacyArtifact, WeightEntry
+from .errors import K2to3Error
+
+
+@dataclass
+class Ledger:
+    tensors_expected: int = 0
+    tensors_restored: int = 0
+    params_expected: int = 0
+    params_restored: int = 0
+    unassigned_file_tensors: list[str] = field(default_factory=list)
+    unrestored_variables: list[str] = field(default_factory=list)
+    name_mismatches: list[str] = field(default_factory=list)
+    reshaped: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return (
+            not self.unassigned_file_tensors
+            and not self.unrestored_variables
+            and self.tensors_restored == self.tensors_expected
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete}
+
+
+def _base(name: str) -> str:
+    return name.split("/")[-1].split(":")[0]
+
+
+def legacy_weights(layer: Any) -> list[Any]:
+    return list(layer.trainable_weights) + list(layer.non_trainable_weights)
+
+
+def _is_model(layer: Any) -> bool:
+    return hasattr(layer, "layers") and hasattr(layer, "inputs")
+
+
+class Restorer:
+    def __init__(self, artifact: LegacyArtifact, renames: dict[str, str]):
+        self.artifact = artifact
+        self.renames = renames
+        self.ledger = Ledger()
+        self.assigned: set[int] = set()
+
+    def k3_name(self, orig: str) -> str:
+        return self.renames.get(orig, orig)
+
+    def assign(self, var: Any, entry: WeightEntry, value: np.ndarray, where: str) -> None:
+        if tuple(var.shape) != tuple(value.shape) and value.size == int(np.prod(var.shape)) and \
+                np.squeeze(value).shape == tuple(d for d in var.shape if d != 1):
+            # e.g. BatchNormalization(virtual_batch_size) saved gamma as (1, 1, C): same values.
+            self.ledger.reshaped.append(f"{entry.name} {value.shape} -> {tuple(var.shape)}")
+            value = value.reshape(tuple(var.shape))
+        if tuple(var.shape) != tuple(value.shape):
+            raise K2to3Error(
+                f"layer '{where}': weight {entry.name} has shape {value.shape} in the file but the Keras 3 "
+                f"layer expects {tuple(var.shape)}",
+                hint="the layer config and the saved weights disagree; report it with the file",
+            )
+        var.assign(value.astype(var.dtype) if str(value.dtype) != str(var.dtype) else value)
+        self.assigned.add(id(var))
+        self.ledger.tensors_restored += 1
+        self.ledger.params_restored += int(value.size)
+        if _base(entry.name) != _base(var.path if hasattr(var, "path") else var.name):
+            self.ledger.name_mismatches.append(f"{entry.name} -> {getattr(var, 'path', var.name)}")
+
+    def leaf(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray], where: str) -> None:
+        targets = legacy_weights(layer)
+        if len(targets) != len(entries):
+            raise K2to3Error(
+                f"layer '{where}': the file has {len(entries)} weight tensors, the Keras 3 layer has "
+                f"{len(targets)}", hint="report it to k2to3 with the file",
+            )
+        # Pair by weight base name when both sides agree on the multiset of names (robust to frozen
+        # layers' ordering); otherwise by Keras 2's positional order.
+        ebases = [_base(e.name) for e in entries]
+        tbases = [_base(getattr(t, "path", t.name)) for t in targets]
+        if sorted(ebases) == sorted(tbases) and ebases != tbases:
+            pool = {b: [t for t in targets if _base(getattr(t, "path", t.name)) == b] for b in set(tbases)}
+            targets = [pool[b].pop(0) for b in ebases]
+        for var, entry in zip(targets, entries):
+            self.assign(var, entry, values[entry.h5path], where)
+
+    def nested(self, model: Any, entries: list[WeightEntry], values: dict[str, np.ndarray], where: str) -> None:
+        inner = {}
+        for sub in model.layers:
+            inner[sub.name] = sub
+        by_layer: dict[str, list[WeightEntry]] = {}
+        orphans: list[WeightEntry] = []
+        inner_orig = {}
+        for orig, new in self.renames.items():
+            if new in inner:
+                inner_orig[orig] = new
+        for e in entries:
+            parts = e.name.split("/")
+            owner = None
+            for p in parts[:-1]:
+                cand = inner_orig.get(p, p)
+                if cand in inner:
+                    owner = cand
+                    break
+            if owner is None:
+                orphans.append(e)
+            else:
+                by_layer.setdefault(owner, []).append(e)
+        if orphans:
+            # Names do not identify inner layers (very old files): fall back to Keras 2's order.
+            self.leaf(model, entries, values, where)
+            return
+        for owner, es in by_layer.items():
+            sub = inner[owner]
+            if _is_model(sub):
+                self.nested(sub, [WeightEntry(e.layer, e.name.split(owner + "/", 1)[-1], e.shape, e.dtype,
+                                              e.h5path) for e in es], values, f"{where}/{owner}")
+            else:
+                self.leaf(sub, es, values, f"{where}/{owner}")
+
+    def run(self, model: Any) -> Ledger:
+        import h5py
+
+        values: dict[str, np.ndarray] = {}
+        with h5py.File(self.artifact.path, "r") as f:
+            for entries in self.artifact.weights.values():
+                for e in entries:
+                    values[e.h5path] = np.asarray(f[e.h5path])
+        self.ledger.tensors_expected = self.artifact.n_tensors
+        self.ledger.params_expected = self.artifact.n_params
+        by_name = {layer.name: layer for layer in model.layers}
+        for orig, entries in self.artifact.weights.items():
+            if not entries:
+                continue
+            layer = by_name.get(self.k3_name(orig))
+            if layer is None:
+                self.ledger.unassigned_file_tensors.extend(e.name for e in entries)
+                continue
+            if _is_model(layer):
+                self.nested(layer, entries, values, orig)
+            else:
+                self.leaf(layer, entries, values, orig)
+        for var in model.weights:
+            if id(var) not in self.assigned and "seed_generator" not in getattr(var, "path", ""):
+                self.ledger.unrestored_variables.append(getattr(var, "path", var.name))
+        return self.ledger
+
+
+def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str]) -> Ledger:
+    return Restorer(artifact, renames).run(model)
+
+
+def weight_hash(arrays: list[np.ndarray]) -> str:
+    """sha256 over float32 little-endian bytes, in order (shapes included so reshapes differ)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.asarray(a)
+        h.update(str(a.shape).encode())
+        h.update(np.ascontiguousarray(a, dtype="<f4").tobytes())
+    return h.hexdigest()

@@ -1,0 +1,255 @@
+"""Child side of the worker protocol: `python -m k2to3.workers.child BACKEND`.
+
+The parent sets KERAS_BACKEND, KERAS_HOME and thread limits in the environment before this
+process starts, so the backend is fixed before keras is imported. This is the only k2to3 module
+that imports tensorflow, torch, jax or tf_keras.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import numpy as np
+
+from ..errors import K2to3Error
+from ..weights import weight_hash
+
+SEED = 1234
+
+
+def _pin_threads(backend: str) -> None:
+    n = int(os.environ.get("OMP_NUM_THREADS", "1"))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(n)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:
+            pass  # already initialised
+    elif backend == "torch":
+        import torch
+
+        torch.set_num_threads(n)
+
+
+def _load_inputs(path: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"in{i}"] for i in range(len(z.files))]
+
+
+def _save_arrays(path: str, arrays: list[np.ndarray], prefix: str = "out") -> None:
+    np.savez(path, **{f"{prefix}{i}": a for i, a in enumerate(arrays)})
+
+
+def _model_input(xs: list[np.ndarray]) -> Any:
+    return xs[0] if len(xs) == 1 else list(xs)
+
+
+# -- Keras 3 side -----------------------------------------------------------------------------------
+def _k3():
+    import keras
+
+    from .. import portable  # noqa: F401  registers k2to3>* objects
+
+    keras.utils.set_random_seed(SEED)
+    return keras
+
+
+def _flat_numpy(keras: Any, out: Any) -> list[np.ndarray]:
+    return [np.asarray(keras.ops.convert_to_numpy(t)) for t in keras.tree.flatten(out)]
+
+
+def _probe(keras: Any, model: Any, xs: list[np.ndarray], input_cls: Any) -> tuple[list[str], list[np.ndarray]]:
+    """Outputs of every layer called exactly once, in the model's topological order."""
+    names, tensors = [], []
+    for layer in model.layers:
+        if isinstance(layer, input_cls):
+            continue
+        try:
+            out = layer.output
+        except (AttributeError, ValueError, RuntimeError):
+            continue  # shared layer (several nodes): its output is ambiguous
+        for i, t in enumerate(keras.tree.flatten(out)):
+            names.append(layer.name if i == 0 else f"{layer.name}#{i}")
+            tensors.append(t)
+    return names, tensors
+
+
+def _tf_flatten(x: Any) -> list[Any]:
+    import tensorflow as tf
+
+    return tf.nest.flatten(x)
+
+
+def op_build(req: dict[str, Any]) -> dict[str, Any]:
+    keras = _k3()
+    from ..artifact import read_artifact
+    from ..rebuild import build_model
+    from ..weights import restore
+
+    t0 = time.perf_counter()
+    with open(req["plan"]) as fh:
+        plan = json.load(fh)
+    artifact = read_artifact(req["h5"])
+    model = build_model(plan)
+    ledger = restore(model, artifact, plan["renames"])
+    if not ledger.complete:
+        raise K2to3Error(
+            f"weights not fully restored: {ledger.tensors_restored}/{ledger.tensors_expected} tensors; "
+            f"unassigned in file: {ledger.unassigned_file_tensors[:3]}, unrestored in model: "
+            f"{ledger.unrestored_variables[:3]}", hint="report it to k2to3 with the file",
+        )
+    warnings = []
+    if plan.get("compile"):
+        warnings.extend(_compile(keras, model, plan["compile"]))
+    model.save(req["out"])
+    return {
+        "ledger": ledger.to_dict(),
+        "weight_hash": weight_hash([np.asarray(w.numpy()) for w in model.weights]),
+        "n_layers": len(model.layers),
+        "seconds": time.perf_counter() - t0,
+        "warnings": warnings,
+    }
+
+
+def _compile(keras: Any, model: Any, cfg: dict[str, Any]) -> list[str]:
+    try:
+        opt = keras.optimizers.deserialize(cfg["optimizer"]) if cfg.get("optimizer") else "rmsprop"
+        loss = cfg.get("loss")
+        if isinstance(loss, dict) and "class_name" in loss:
+            loss = keras.losses.deserialize(loss)
+        elif isinstance(loss, dict):
+            loss = {k: keras.losses.deserialize(v) if isinstance(v, dict) else v for k, v in loss.items()}
+        model.compile(optimizer=opt, loss=loss, metrics=cfg.get("metrics"), loss_weights=cfg.get("loss_weights"))
+        return []
+    except Exception as exc:  # compile info is optional: the model converts without it
+        return [f"compile config not kept: {str(exc).splitlines()[0][:200]}"]
+
+
+def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+    keras = _k3()
+    t0 = time.perf_counter()
+    model = keras.saving.load_model(req["keras"], safe_mode=True)
+    t_load = time.perf_counter() - t0
+    weights = [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights]
+    per_layer = {}
+    for layer in model.layers:
+        if layer.weights:
+            per_layer[layer.name] = weight_hash([np.asarray(keras.ops.convert_to_numpy(w)) for w in layer.weights])
+    xs = _load_inputs(req["inputs"])
+    t1 = time.perf_counter()
+    outs = _flat_numpy(keras, model(_model_input(xs), training=False))
+    t_pred = time.perf_counter() - t1
+    _save_arrays(req["out"], outs)
+    reply: dict[str, Any] = {
+        "backend": keras.backend.backend(),
+        "keras_version": keras.__version__,
+        "params_trainable": int(sum(int(np.prod(w.shape)) for w in model.trainable_weights)),
+        "params_non_trainable": int(sum(int(np.prod(w.shape)) for w in model.non_trainable_weights)),
+        "weight_hash": weight_hash(weights),
+        "layer_hashes": per_layer,
+        "n_outputs": len(outs),
+        "load_seconds": t_load,
+        "predict_seconds": t_pred,
+        "compiled": bool(getattr(model, "compiled", False)),
+    }
+    if req.get("layers"):
+        reply["layer_names"] = _layer_outputs(keras, model, xs, req["layers_out"], keras.layers.InputLayer)
+    return reply
+
+
+def _layer_outputs(keras: Any, model: Any, xs: list[np.ndarray], out_path: str, input_cls: Any) -> list[str]:
+    names, tensors = _probe(keras, model, xs, input_cls)
+    if not tensors:
+        _save_arrays(out_path, [])
+        return []
+    probe = keras.Model(model.inputs, tensors)  # a plain functional probe over the same graph
+    _save_arrays(out_path, _flat_numpy(keras, probe(_model_input(xs), training=False)))
+    return names
+
+
+# -- Keras 2 golden (tf_keras) ------------------------------------------------------------------------
+def _tf_keras_objects() -> dict[str, Any]:
+    """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth)."""
+    from tf_keras.src.applications import convnext
+
+    return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth}
+
+def op_golden(req: dict[str, Any]) -> dict[str, Any]:
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(SEED)
+    t0 = time.perf_counter()
+    model = tf_keras.models.load_model(req["h5"], compile=False, custom_objects=_tf_keras_objects())
+    t_load = time.perf_counter() - t0
+    xs = _load_inputs(req["inputs"])
+    outs = [np.asarray(t) for t in _tf_flatten(model(_model_input(xs), training=False))]
+    _save_arrays(req["out"], outs)
+    reply: dict[str, Any] = {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs)}
+    if req.get("layers"):
+        names, tensors = [], []
+        for layer in model.layers:
+            if isinstance(layer, tf_keras.layers.InputLayer):
+                continue
+            try:
+                out = layer.output
+            except (AttributeError, ValueError, RuntimeError):
+                continue
+            for i, t in enumerate(_tf_flatten(out)):
+                names.append(layer.name if i == 0 else f"{layer.name}#{i}")
+                tensors.append(t)
+        arrays: list[np.ndarray] = []
+        if tensors:
+            probe = tf_keras.Model(model.inputs, tensors)
+            arrays = [np.asarray(t) for t in _tf_flatten(probe(_model_input(xs), training=False))]
+        _save_arrays(req["layers_out"], arrays)
+        reply["layer_names"] = names
+    return reply
+
+
+def _cleanup() -> None:
+    """Free graphs between jobs so a warm worker does not grow with every model."""
+    import keras
+
+    keras.backend.clear_session()
+    if "tf_keras" in sys.modules:
+        sys.modules["tf_keras"].backend.clear_session()
+
+
+OPS = {"build": op_build, "verify": op_verify, "golden": op_golden}
+
+
+def main() -> None:
+    backend = sys.argv[1]
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed by libraries goes to the log, not the protocol
+    _pin_threads(backend)
+    _k3()  # pay the imports now, while the parent is still preparing the job
+    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+        import tf_keras  # noqa: F401
+    proto.write(json.dumps({"ok": True, "ready": backend}) + "\n")
+    for line in sys.stdin:
+        req = json.loads(line)
+        if req.get("op") == "shutdown":
+            break
+        try:
+            reply = {"ok": True, **OPS[req["op"]](req)}
+        except K2to3Error as exc:
+            reply = {"ok": False, "error": exc.line(), "code": int(exc.code), "traceback": traceback.format_exc()}
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {first}", "traceback": traceback.format_exc()}
+        _cleanup()
+        if not reply["ok"]:
+            print(reply.get("traceback", ""), file=sys.stderr, flush=True)
+        proto.write(json.dumps(reply) + "\n")
+
+
+if __name__ == "__main__":
+    main()
