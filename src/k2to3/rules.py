@@ -85,3 +85,10 @@ def builtin_code(name: str) -> str:
         if r.builtin == name:
             return r.code
     raise KeyError(name)
+
+
+@cache
+def keras3_layers() -> frozenset[str]:
+    """Class names of keras.layers in the Keras 3 version the rules were reviewed against."""
+    lines = (rules_dir() / "keras3_layers.txt").read_text().splitlines()
+    return frozenset(x.strip() for x in lines if x.strip() and not x.startswith("#"))

@@ -176,6 +176,10 @@ class Upgrader:
         """Returns (config, class_name, registered_name)."""
         cfg = copy.deepcopy(config)
         registered = None
+        if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
+            # K2T405: tf_keras's build() inserts a virtual-batch dimension at index 1 and shifts every axis
+            # by +1 in place, so get_config saved the shifted axes.
+            cfg["axis"] = [a - 1 if a > 1 else a for a in cfg["axis"]]
         for r in self.rules:
             if r.action == "builtin" or class_name not in r.classes:
                 continue
@@ -227,6 +231,9 @@ class Upgrader:
     def inner_layer(self, inner: dict[str, Any], outer: str) -> dict[str, Any]:
         cls = inner["class_name"]
         cfg, cls, registered = self.layer_config(cls, inner.get("config", {}), outer)
+        if registered is None and cls not in rules_mod.keras3_layers():
+            self.note(self.code("unknown_class"), "error", f"unknown inner layer class '{cls}'", outer,
+                      "pass the source that defines it with --src (planned)")
         for k in SHAPE_KEYS:
             cfg.pop(k, None)
         if "module" not in inner:
@@ -285,6 +292,12 @@ class Upgrader:
             if nm in counts and specs and idx >= counts[nm] and counts[nm] > 0 and offsets.get(nm) == 0:
                 offsets[nm] = 1
         for s in specs:
+            for node in s["inbound_nodes"]:
+                refs = node if isinstance(node, list) else []
+                kw_refs = [r for r in refs if _is_ref(r) and len(r) == 4 and any(_all_refs(r[3]))]
+                if kw_refs or (s["class_name"] in RNN_CLASSES | {"Bidirectional"} and len(refs) > 1):
+                    self.note(self.code("call_arguments"), "info", "tensor call arguments resolved in the "
+                              "rebuilt graph", s["orig_name"])
             if s["nested"] is not None and offsets[s["name"]]:
                 self.note(self.code("nested_node_index"), "info",
                           "nested model calls renumbered from Keras 2's node 1", s["orig_name"])
@@ -343,6 +356,10 @@ class Upgrader:
             spec["op"] = raw_cfg.get("function") or raw_cfg.get("node_def", {}).get("op")
             return spec
         cfg, cls, registered = self.layer_config(cls, raw_cfg, orig)
+        if registered is None and cls not in rules_mod.keras3_layers():
+            self.note(self.code("unknown_class"), "error", f"unknown layer class '{cls}' (not a Keras 3 layer, "
+                      "no k2to3 rule)", orig, "pass the source that defines it with --src (planned), or port it "
+                      "and register it with keras.saving.register_keras_serializable")
         cfg["name"] = name
         for k in SHAPE_KEYS:
             if k in cfg:
