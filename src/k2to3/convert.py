@@ -69,8 +69,11 @@ def check_paths(opts: Options) -> None:
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"{parent}: output directory does not exist", hint="create it first")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"{parent}: output directory is not writable", hint="choose a writable -o path")
+    try:  # a real write probe: os.access says yes to root even on read-only places
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".k2to3-probe-"):
+            pass
+    except OSError:
+        raise InputError(f"{parent}: output directory is not writable", hint="choose a writable -o path") from None
     for b in opts.backends:
         if b not in KINDS:
             raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")
