@@ -62,3 +62,7 @@ def record(name: str, report: dict) -> None:
 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def pytest_sessionstart(session) -> None:
+    (ARTIFACTS / "parity.jsonl").unlink(missing_ok=True)

@@ -118,3 +118,11 @@ def test_keras3_layer_list_matches_installed_keras():
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert set(json.loads(out.stdout.strip().splitlines()[-1])) == set(keras3_layers())
+
+
+def test_rules_doc_is_current():
+    from conftest import ROOT
+
+    from k2to3.rulesdoc import render
+
+    assert (ROOT / "docs" / "rules.md").read_text() == render(), "run: python -m k2to3.rulesdoc > docs/rules.md"

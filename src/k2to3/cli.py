@@ -20,7 +20,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="Move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing.",
 )
-err = Console(stderr=True)
+err = Console(stderr=True, log_path=False)
 # Rich falls back to 80 columns when not on a terminal; the summary table needs more.
 out = Console(width=None if Console().is_terminal else 140)
 

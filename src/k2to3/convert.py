@@ -180,36 +180,50 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
                         for s, x in zip(input_specs(plan.model), xs)]
     report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
 
-    # One process builds; one per backend verifies. The tensorflow verifier also hosts tf_keras for
-    # the golden reference, which it computes while the build runs.
-    progress("workers: build (tensorflow), verify " + ", ".join(opts.backends))
+    # One process per backend. The tensorflow worker builds first (torch and jax wait for the file),
+    # then computes the tf_keras golden and verifies; torch and jax verify in parallel meanwhile.
+    progress("workers: " + ", ".join(job.pool.roles()))
     wp = job.pool
     wp.start()
     timings: dict[str, float] = {}
-    with ThreadPoolExecutor(max_workers=len(wp.roles()) + 1) as pool:
-        fut_build = pool.submit(wp.get("build").call, "build", plan=str(plan_path), h5=str(opts.src),
-                                out=str(tmp_out))
-        fut_golden: Future | None = None
-        if opts.golden and wp.golden:
-            fut_golden = pool.submit(wp.get(wp.golden_role()).call, "golden", h5=str(opts.src),
-                                     inputs=job.npz("inputs"), out=job.npz("golden"), layers=False)
-        try:
-            build = fut_build.result()
-        except WorkerError as exc:
-            raise _as_user_error(exc) from None
-        timings["build_seconds"] = build["seconds"]
-        progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
-                 f"{build['ledger']['tensors_expected']} weight tensors; verifying")
-        report["ledger"] = build["ledger"]
-        report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
-        futs = {b: pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
-                               out=job.npz(f"out-{b}"), layers=False) for b in opts.backends}
+    tfw = wp.get("tensorflow")
+    try:
+        build = tfw.call("build", plan=str(plan_path), h5=str(opts.src), out=str(tmp_out))
+    except WorkerError as exc:
+        raise _as_user_error(exc) from None
+    timings["build_seconds"] = round(build["seconds"], 3)
+    progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
+             f"{build['ledger']['tensors_expected']} weight tensors; verifying")
+    report["ledger"] = build["ledger"]
+    report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+    with ThreadPoolExecutor(max_workers=len(wp.roles())) as pool:
+        futs: dict[str, Future] = {}
+        for b in opts.backends:
+            if b != "tensorflow":
+                futs[b] = pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
+                                      out=job.npz(f"out-{b}"), layers=False)
+
+        def tf_side() -> tuple[dict[str, Any] | None, WorkerError | None]:
+            golden, gerr = None, None
+            if opts.golden and wp.golden:
+                try:
+                    golden = tfw.call("golden", h5=str(opts.src), inputs=job.npz("inputs"),
+                                      out=job.npz("golden"), layers=False)
+                except WorkerError as exc:
+                    gerr = exc
+            return golden, gerr
+
+        fut_golden = pool.submit(tf_side)
+        if "tensorflow" in opts.backends:
+            futs = {"tensorflow": pool.submit(lambda: (fut_golden.result(), tfw.call(
+                "verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz("out-tensorflow"),
+                layers=False))[1]), **futs}
         reference = _reference(job, fut_golden, report)
         results: dict[str, dict[str, Any]] = {}
-        for b, fut in futs.items():
+        for b in opts.backends:
             try:
-                results[b] = fut.result()
-                progress(f"{b}: loaded and ran")
+                results[b] = futs[b].result()
+                progress(f"{b}: loaded with safe_mode=True and ran")
             except WorkerError as exc:
                 results[b] = {"error": exc.message}
                 progress(f"{b}: failed: {exc.message}")
@@ -265,13 +279,12 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     return report
 
 
-def _reference(job: Job, fut_golden: Future | None, report: dict[str, Any]) -> list[np.ndarray] | None:
-    if fut_golden is None:
-        report["reference"] = {"kind": None, "reason": "golden reference disabled (--no-golden)"}
+def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.ndarray] | None:
+    g, exc = fut_golden.result()
+    if g is None and exc is None:
+        report["reference"] = {"kind": None, "reason": "golden reference disabled"}
         return None
-    try:
-        g = fut_golden.result()
-    except WorkerError as exc:
+    if exc is not None:
         report["reference"] = {"kind": None, "reason": f"tf_keras could not load the file: {exc.message}"}
         job.progress("Keras 2 golden unavailable; using the Keras 3 tensorflow result as reference")
         return None
@@ -289,7 +302,7 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
     ref_kind = report["reference"].get("kind")
     try:
         if ref_kind == "keras2-tf_keras":
-            ref_reply = job.pool.get(job.pool.golden_role()).call(
+            ref_reply = job.pool.get("tensorflow").call(
                 "golden", h5=str(job.opts.src), inputs=job.npz("inputs"), out=job.npz("golden2"), layers=True,
                 layers_out=job.npz("golden-layers"))
         else:
