@@ -64,5 +64,12 @@ def record(name: str, report: dict) -> None:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
+def record_line(kind: str, row: dict) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    with open(ARTIFACTS / f"{kind}.jsonl", "a") as fh:
+        fh.write(json.dumps(row) + "\n")
+
+
 def pytest_sessionstart(session) -> None:
-    (ARTIFACTS / "parity.jsonl").unlink(missing_ok=True)
+    for name in ("parity.jsonl", "ops.jsonl"):
+        (ARTIFACTS / name).unlink(missing_ok=True)

@@ -11,8 +11,9 @@ from typing import Any
 
 import keras
 
+from . import ops as op_table
 from .errors import K2to3Error, NotPortable
-from .upgrade import RNN_CLASSES, _is_ref
+from .upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
 
 CONSTANT = "_CONSTANT_VALUE"
 
@@ -92,7 +93,46 @@ class GraphBuilder:
             return True, res
         return True, data
 
+    def process_op_node(self, spec: dict[str, Any], node: Any) -> bool:
+        """TFOpLambda / SlicingOpLambda: the TF function's first argument is the node structure, the rest
+        are its kwargs; call the keras.ops translation from rules/ops.toml on the resolved tensors."""
+
+        def strip(n: Any) -> Any:
+            if _is_ref(n):
+                return n[:3]
+            return [strip(x) for x in n] if isinstance(n, list) else n
+
+        ok, first = self.resolve(strip(node))
+        if not ok:
+            return False
+        ok, kwargs = self.resolve(op_node_kwargs(node))
+        if not ok:
+            return False
+        fn = spec["op"]
+        try:
+            if fn == op_table.GETITEM:
+                flips, index = op_table.flips_for_negative_steps(op_table.slice_index(kwargs["slice_spec"]),
+                                                                 len(first.shape))
+                for ax in flips:
+                    first = keras.ops.flip(first, axis=ax)
+                out = first[index]
+            else:
+                entry = op_table.lookup(fn)
+                target: Any = keras.ops
+                for part in entry.keras.split("."):
+                    target = getattr(target, part)
+                out = target(**op_table.translate(entry, first, kwargs))
+        except op_table.Untranslatable as exc:
+            raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
+        except Exception as exc:
+            raise NotPortable(f"layer '{spec['orig_name']}': keras.ops translation of tf.{fn} failed: "
+                              f"{_first_line(exc)}", hint="report it to k2to3 with the model_config") from None
+        self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
+        return True
+
     def process_node(self, spec: dict[str, Any], node: Any) -> bool:
+        if "op" in spec:
+            return self.process_op_node(spec, node)
         refs = node if isinstance(node, list) and node and all(_is_ref(r) for r in node) else None
         if refs is None:
             raise BuildError(f"layer '{spec['orig_name']}': unsupported node structure")
@@ -168,10 +208,8 @@ class GraphBuilder:
     def instantiate(self, s: dict[str, Any]) -> Any:
         if s["nested"] is not None:
             return GraphBuilder(s["nested"]).build()
-        if s["class_name"] in ("TFOpLambda", "SlicingOpLambda", "TensorFlowOpLayer"):
-            raise NotPortable(
-                f"layer '{s['orig_name']}': {s['class_name']} '{s.get('op')}' (a raw TensorFlow op) is not "
-                "translated yet", hint="see docs/rules.md#K2T904")
+        if "op" in s:
+            return None  # translated to keras.ops calls node by node
         return make_layer(s)
 
     def build_sequential(self) -> keras.Model:

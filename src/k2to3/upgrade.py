@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import ops as ops_mod
 from . import rules as rules_mod
 from .findings import Finding
 
@@ -61,13 +62,26 @@ class Plan:
 
 
 def _is_ref(x: Any) -> bool:
+    """[layer, node, tensor(, kwargs)], or Keras 2's [_CONSTANT_VALUE, -1, value(, kwargs)]."""
     return (
         isinstance(x, list)
         and len(x) in (3, 4)
         and isinstance(x[0], str)
         and isinstance(x[1], int)
-        and isinstance(x[2], int)
+        and (isinstance(x[2], int) or x[0] == "_CONSTANT_VALUE")
     )
+
+
+def op_node_kwargs(node: Any) -> dict[str, Any]:
+    """An op layer's call kwargs: stored on every element of its first argument."""
+    if _is_ref(node):
+        return node[3] if len(node) == 4 else {}
+    if isinstance(node, list):
+        for x in node:
+            kw = op_node_kwargs(x)
+            if kw:
+                return kw
+    return {}
 
 
 class Upgrader:
@@ -353,7 +367,23 @@ class Upgrader:
             return spec
         if cls in OP_LAYER_CLASSES:
             spec["config"] = raw_cfg
-            spec["op"] = raw_cfg.get("function") or raw_cfg.get("node_def", {}).get("op")
+            fn = raw_cfg.get("function")
+            spec["op"] = fn or raw_cfg.get("node_def", {}).get("op")
+            code = self.code("tf_op_layer")
+            if cls == "TensorFlowOpLayer" or not fn:
+                self.note(code, "error", f"{cls} '{spec['op']}' (a TF 2.0-2.3 raw op node) is not translated", orig,
+                          "re-save the model from TF >= 2.4, or rebuild it with --src (planned)")
+                return spec
+            for node in inbound:
+                reason = ops_mod.check(fn, op_node_kwargs(node))
+                if reason:
+                    self.note(code, "error", f"{reason}; the model is TensorFlow-only", orig,
+                              "replace the op with a keras.ops equivalent in the source and re-save")
+                    break
+            else:
+                entry = None if fn == ops_mod.GETITEM else ops_mod.lookup(fn)
+                self.note(code, "info", f"tf.{fn} -> keras.ops.{entry.keras if entry else '__getitem__'}"
+                          + (f" ({entry.safety})" if entry and entry.safety != "safe" else ""), orig)
             return spec
         cfg, cls, registered = self.layer_config(cls, raw_cfg, orig)
         if registered is None and cls not in rules_mod.keras3_layers():

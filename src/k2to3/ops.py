@@ -1,0 +1,185 @@
+"""The op table (rules/ops.toml): TensorFlow function -> keras.ops call. Pure data and translation;
+no keras or tensorflow import (the caller applies the result with keras.ops)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import tomllib
+
+from .rules import rules_dir
+
+GETITEM = "__operators__.getitem"
+
+
+class Untranslatable(Exception):
+    """The call has no keras.ops equivalent (or not with these arguments)."""
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    tf: tuple[str, ...]
+    keras: str
+    first: str = "x"
+    args: dict[str, str] = field(default_factory=dict)
+    drop: tuple[str, ...] = ("name",)
+    require: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
+    transform: str | None = None
+    safety: str = "safe"
+    notes: str = ""
+    cases: tuple[dict[str, Any], ...] = ()
+    known_failures: tuple[dict[str, Any], ...] = ()  # backend disagreements found by the differential test
+
+    @property
+    def name(self) -> str:
+        return self.tf[0]
+
+
+@cache
+def table() -> tuple[OpEntry, ...]:
+    with open(rules_dir() / "ops.toml", "rb") as fh:
+        raw = tomllib.load(fh)
+    out = []
+    for e in raw["op"]:
+        e = dict(e)
+        for k in ("tf", "drop", "needs", "cases", "known_failures"):
+            if k in e:
+                e[k] = tuple(e[k])
+        out.append(OpEntry(**e))
+    return tuple(out)
+
+
+@cache
+def by_tf_name() -> dict[str, OpEntry]:
+    index: dict[str, OpEntry] = {}
+    for e in table():
+        for n in e.tf:
+            if n in index:
+                raise ValueError(f"rules/ops.toml: {n} is listed twice")
+            index[n] = e
+    return index
+
+
+def lookup(function: str) -> OpEntry:
+    e = by_tf_name().get(function)
+    if e is None:
+        raise Untranslatable(f"tf.{function} has no entry in rules/ops.toml")
+    return e
+
+
+def _pad_mode(kw: dict[str, Any]) -> None:
+    if "mode" in kw:
+        kw["mode"] = str(kw["mode"]).lower()
+    if kw.get("mode", "constant") != "constant":
+        # TF records constant_values=0 for every mode; keras.ops.pad accepts it only for "constant".
+        if kw.pop("constant_values", 0) not in (0, None):
+            raise Untranslatable("tf.pad constant_values with a non-constant mode")
+
+
+def _split_sizes(kw: dict[str, Any]) -> None:
+    sizes = kw.get("indices_or_sections")
+    if isinstance(sizes, list):  # TF sizes -> numpy split points
+        if any(s == -1 for s in sizes):
+            raise Untranslatable("split sizes with -1 need the static dimension")
+        points, acc = [], 0
+        for s in sizes[:-1]:
+            acc += int(s)
+            points.append(acc)
+        kw["indices_or_sections"] = points
+
+
+_METHODS = {"bilinear": "bilinear", "nearest": "nearest", "bicubic": "bicubic", "lanczos3": "lanczos3",
+            "lanczos5": "lanczos5", "area": "area"}
+
+
+def _resize_method(kw: dict[str, Any]) -> None:
+    m = str(kw.get("interpolation", "bilinear")).lower()
+    if m not in _METHODS:
+        raise Untranslatable(f"resize method {m!r} has no keras.ops equivalent")
+    kw["interpolation"] = _METHODS[m]
+
+
+def _data_format(kw: dict[str, Any]) -> None:
+    fmt = kw.pop("data_format", None)
+    if fmt in (None, "NHWC", "channels_last"):
+        kw["data_format"] = "channels_last"
+    elif fmt in ("NCHW", "channels_first"):
+        kw["data_format"] = "channels_first"
+    else:
+        raise Untranslatable(f"data_format {fmt!r}")
+
+
+TRANSFORMS = {"pad_mode": _pad_mode, "split_sizes": _split_sizes, "resize_method": _resize_method,
+              "data_format": _data_format}
+
+
+def translate(entry: OpEntry, first: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """TF call (first argument, keyword arguments) -> keras.ops keyword arguments."""
+    out: dict[str, Any] = dict(entry.defaults)
+    out[entry.first] = first
+    for need in entry.needs:
+        if kwargs.get(need) is None:
+            raise Untranslatable(f"tf.{entry.name} without {need}= has no keras.ops equivalent")
+    for k, v in kwargs.items():
+        if k in entry.require and v != entry.require[k]:
+            raise Untranslatable(f"tf.{entry.name}({k}={v!r}) has no keras.ops equivalent")
+        if k in entry.drop or k in entry.require:
+            continue
+        if k not in entry.args:
+            raise Untranslatable(f"tf.{entry.name} argument {k!r} is not in rules/ops.toml")
+        if v is None and entry.args[k] in entry.defaults:
+            continue  # TF's None means "its default", which defaults already spells out
+        out[entry.args[k]] = v
+    if entry.transform:
+        TRANSFORMS[entry.transform](out)
+    return out
+
+
+def slice_index(spec: list[Any]) -> tuple[Any, ...]:
+    """SlicingOpLambda slice_spec -> a Python index: dicts are slices, None is newaxis."""
+    out: list[Any] = []
+    for s in spec if isinstance(spec, list) else [spec]:
+        if isinstance(s, dict) and s.get("class_name") == "__ellipsis__":
+            out.append(Ellipsis)
+        elif isinstance(s, dict):
+            out.append(slice(s.get("start"), s.get("stop"), s.get("step")))
+        else:
+            out.append(s)  # int index or None (newaxis)
+    return tuple(out)
+
+
+def flips_for_negative_steps(index: tuple[Any, ...], rank: int) -> tuple[list[int], tuple[Any, ...]]:
+    """torch tensors cannot be sliced with a negative step. x[::-k] along an axis equals flip(x)[::k] there:
+    returns the input axes to flip first and the index with positive steps."""
+    consuming = [i for i in index if i is not None and i is not Ellipsis]
+    axes, out, axis = [], [], 0
+    for item in index:
+        if item is Ellipsis:
+            axis += rank - len(consuming)
+            out.append(item)
+            continue
+        if isinstance(item, slice) and item.step is not None and item.step < 0:
+            if item.start is not None or item.stop is not None:
+                raise Untranslatable("a slice with a negative step and bounds has no portable form")
+            axes.append(axis)
+            item = slice(None, None, -item.step)
+        if item is not None:
+            axis += 1
+        out.append(item)
+    return axes, tuple(out)
+
+
+def check(function: str, kwargs: dict[str, Any]) -> str | None:
+    """Static check (no tensors): None if translatable, else the reason."""
+    if function == GETITEM:
+        return None
+    try:
+        entry = lookup(function)
+        translate(entry, None, {k: v for k, v in kwargs.items()})
+    except Untranslatable as exc:
+        return str(exc)
+    return None
