@@ -71,5 +71,5 @@ def record_line(kind: str, row: dict) -> None:
 
 
 def pytest_sessionstart(session) -> None:
-    for name in ("parity.jsonl", "ops.jsonl"):
+    for name in ("parity.jsonl", "ops.jsonl", "lint.jsonl"):
         (ARTIFACTS / name).unlink(missing_ok=True)

@@ -1,30 +1,35 @@
 """Differential check of rules/ops.toml, run in a subprocess per backend (KERAS_BACKEND set by the caller):
-each entry's TensorFlow function (eager) and its keras.ops translation on the same seeded inputs.
-Prints one JSON list of results. Not a test module: test_ops.py runs it."""
+each entry's TensorFlow function (eager; tf_keras.backend.<k[0]> for a K entry) and its keras.ops translation
+on the same seeded inputs. Prints one JSON list of results. Not a test module: test_ops.py runs it."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tf.keras is tf_keras (Keras 2), the reference for K entries
 warnings.filterwarnings("ignore")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
 
 from k2to3 import ops as table  # noqa: E402
 
 TOL = {"float32": (1e-5, 1e-6), "float16": (1e-3, 1e-3)}
 
 
-def _arr(rng, shape, dtype="float32", positive=False):
+def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0):
     if dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype.startswith("int"):
+        return rng.integers(0, high, size=shape).astype(dtype)
     a = rng.standard_normal(shape).astype("float32") * 2.0
-    return (np.abs(a) + 0.5) if positive else a
+    return ((np.abs(a) + 0.5) if positive else a) * np.float32(scale)
 
 
 def _resolve(mod, dotted):
@@ -33,22 +38,35 @@ def _resolve(mod, dotted):
     return mod
 
 
+def reference(entry):
+    """The function the entry translates: tf.<tf[0]>, or tf_keras.backend.<k[0]> (Keras 2's K)."""
+    return getattr(tf_keras.backend, entry.k[0]) if entry.k else _resolve(tf, entry.tf[0])
+
+
 def run_case(entry, case, seed):
+    """Case fields: x (shape) or xs (list of shapes), dtype (of x: float32, bool, int32, ...), positive,
+    scale (multiplies float inputs), tensors = {kw: shape} float tensors, ints = {kw: shape} int32 tensors in
+    [0, high), kwargs = static keyword arguments, args = static positional arguments after the first (named
+    through `params` by positional_to_keywords, as the source rewriter does)."""
     rng = np.random.default_rng(seed)
     positive = case.get("positive", False)
     dtype = case.get("dtype", "float32")
+    high, scale = case.get("high", 2), case.get("scale", 1.0)
     if "xs" in case:
-        first = [_arr(rng, s, dtype, positive) for s in case["xs"]]
+        first = [_arr(rng, s, dtype, positive, high, scale) for s in case["xs"]]
     else:
-        first = _arr(rng, case["x"], dtype, positive)
-    tensors = {k: _arr(rng, s, "float32", positive) for k, s in case.get("tensors", {}).items()}
+        first = _arr(rng, case["x"], dtype, positive, high, scale)
+    tensors = {k: _arr(rng, s, "float32", positive, high, scale) for k, s in case.get("tensors", {}).items()}
+    tensors.update({k: _arr(rng, s, "int32", high=high) for k, s in case.get("ints", {}).items()})
     kwargs = {**case.get("kwargs", {}), **tensors}
     tf_first = [tf.constant(a) for a in first] if isinstance(first, list) else tf.constant(first)
     tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
-    ref = _resolve(tf, entry.name)(tf_first, **tf_kwargs)
+    args = list(case.get("args", []))
+    ref = reference(entry)(tf_first, *args, **tf_kwargs)
     k_first = [keras.ops.convert_to_tensor(a) for a in first] if isinstance(first, list) else \
         keras.ops.convert_to_tensor(first)
     k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
+    k_first, k_kwargs = table.positional_to_keywords(entry, [k_first, *args], k_kwargs)
     got = _resolve(keras.ops, entry.keras)(**table.translate(entry, k_first, k_kwargs))
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     gots = [np.asarray(keras.ops.convert_to_numpy(g)) for g in (got if isinstance(got, (list, tuple)) else [got])]
@@ -69,8 +87,18 @@ def run_case(entry, case, seed):
     return True, worst, ""
 
 
+def params_mismatch(entry):
+    """`params` must be the reference function's signature (operators have none to read)."""
+    if entry.name.startswith("__operators__."):
+        return None
+    actual = list(inspect.signature(reference(entry)).parameters)
+    return None if actual == list(entry.params) else {"op": entry.name, "params": list(entry.params),
+                                                        "signature": actual}
+
+
 def main():
     results = []
+    mismatches = [m for m in map(params_mismatch, table.table()) if m]
     for entry in table.table():
         for i, case in enumerate(entry.cases):
             try:
@@ -78,7 +106,7 @@ def main():
             except Exception as exc:  # a crash is a failing result, reported with its message
                 ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
             results.append({"op": entry.name, "case": i, "ok": ok, "max_abs": err, "note": note})
-    print(json.dumps({"backend": keras.backend.backend(), "results": results}))
+    print(json.dumps({"backend": keras.backend.backend(), "results": results, "params_mismatch": mismatches}))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""The op table: every entry is checked by a differential test (TF eager vs its keras.ops translation)
-on tensorflow, torch and jax. A backend disagreement is recorded in the table (known_failures) and must
-keep failing here, so a fixed backend is noticed."""
+"""The op table: every entry is checked by a differential test (TF eager, or tf_keras.backend for a K entry,
+vs its keras.ops translation) on tensorflow, torch and jax. A backend disagreement is recorded in the table
+(known_failures) and must keep failing here, so a fixed backend is noticed."""
 
 from __future__ import annotations
 
@@ -18,27 +18,51 @@ BACKENDS = ("tensorflow", "torch", "jax")
 
 
 @pytest.fixture(scope="module")
-def diff_results() -> dict[str, list[dict]]:
+def diff_results() -> dict[str, dict]:
     out = {}
     for b in BACKENDS:
         env = {**os.environ, "KERAS_BACKEND": b, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
         r = subprocess.run([sys.executable, str(ROOT / "tests" / "op_diff_probe.py")], capture_output=True,
                            text=True, env=env, timeout=900)
         assert r.returncode == 0, r.stderr[-2000:]
-        out[b] = json.loads(r.stdout.strip().splitlines()[-1])["results"]
+        out[b] = json.loads(r.stdout.strip().splitlines()[-1])
     return out
 
 
 def test_table_loads_and_names_are_unique():
     assert len(ops.table()) >= 60
     assert all(e.cases for e in ops.table()), [e.name for e in ops.table() if not e.cases]
+    assert all(e.params for e in ops.table()), [e.name for e in ops.table() if not e.params]
+    assert len({e.name for e in ops.table()}) == len(ops.table())
+    assert len(ops.by_backend_name()) >= 35
+    assert not set(ops.by_backend_name()) & set(ops.config_aliases())
+    for e in ops.table():  # every keyword the table names is a parameter (or a listed TF1 alias)
+        unknown = set(e.args) | set(e.require) | set(e.require_none) | set(e.needs)
+        assert e.first and not unknown - set(e.params) - {"squeeze_dims"}, (e.name, unknown - set(e.params))
+
+
+def test_config_aliases_resolve():
+    import keras
+    import tf_keras
+
+    aliases = ops.config_aliases()
+    assert {"epsilon", "floatx", "set_floatx", "set_epsilon", "image_data_format", "set_image_data_format",
+            "backend"} <= set(aliases)
+    for k, to in aliases.items():
+        assert callable(getattr(tf_keras.backend, k)), k
+        target = keras
+        for part in to.split(".")[1:]:
+            target = getattr(target, part)
+        assert callable(target), to
+    assert aliases["epsilon"] == "keras.config.epsilon"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_differential(backend, diff_results):
     known = {(e.name, k["case"]) for e in ops.table() for k in e.known_failures if k["backend"] == backend}
-    results = diff_results[backend]
+    assert not diff_results[backend]["params_mismatch"], diff_results[backend]["params_mismatch"]
+    results = diff_results[backend]["results"]
     unexpected = [r for r in results if not r["ok"] and (r["op"], r["case"]) not in known]
     fixed = [r for r in results if r["ok"] and (r["op"], r["case"]) in known]
     passing = sum(r["ok"] for r in results)
@@ -58,6 +82,65 @@ def test_translation_values():
     assert ops.check("math.cumsum", {"axis": 1, "exclusive": True})
     assert ops.check("raw_ops.AddV2", {})
     assert ops.check("math.l2_normalize", {}) and not ops.check("math.l2_normalize", {"axis": -1})
+    assert ops.translate(ops.lookup("math.l2_normalize"), "x", {"axis": -1})["epsilon"] == 1e-6  # sqrt(TF's)
+    assert ops.check("math.l2_normalize", {"axis": -1, "epsilon": "eps"})  # not a literal number
+    assert ops.check("where", {}) and not ops.check("where", {"x": 1.0, "y": 0.0})  # one-argument form
+
+
+def test_positional_to_keywords():
+    e = ops.lookup("math.reduce_mean")
+    assert e.params == ("input_tensor", "axis", "keepdims", "name")
+    assert ops.positional_to_keywords(e, ["x", 1, True], {}) == ("x", {"axis": 1, "keepdims": True})
+    assert ops.positional_to_keywords(e, [], {"input_tensor": "x", "axis": 2}) == ("x", {"axis": 2})
+    assert ops.positional_to_keywords(e, ["x"], {"keepdims": True}) == ("x", {"keepdims": True})
+    with pytest.raises(ops.Untranslatable, match="at most 4 positional"):
+        ops.positional_to_keywords(e, ["x", 1, True, "n", 5], {})
+    with pytest.raises(ops.Untranslatable, match="both positionally and as a keyword"):
+        ops.positional_to_keywords(e, ["x", 1], {"axis": 0})
+    with pytest.raises(ops.Untranslatable, match="first argument"):
+        ops.positional_to_keywords(e, [], {"axis": 0})
+    # tf.pad and tf.compat.v1.pad differ in positional order: the fourth is constant_values vs name
+    first, kw = ops.positional_to_keywords(ops.lookup("pad"), ["x", [[1, 1]], "CONSTANT", 0.5], {})
+    assert ops.translate(ops.lookup("pad"), first, kw)["constant_values"] == 0.5
+    first, kw = ops.positional_to_keywords(ops.lookup("compat.v1.pad"), ["x", [[1, 1]], "CONSTANT", "p", 0.5], {})
+    assert kw == {"paddings": [[1, 1]], "mode": "CONSTANT", "name": "p", "constant_values": 0.5}
+    # K.clip(x, lo, hi) positionally
+    k = ops.lookup_backend("clip")
+    assert ops.translate(k, *ops.positional_to_keywords(k, ["x", 0.0, 1.0], {})) == {"x": "x", "x_min": 0.0,
+                                                                                       "x_max": 1.0}
+
+
+def _k(name: str, *args, **kwargs) -> dict:
+    entry = ops.by_backend_name()[name]
+    return ops.translate(entry, *ops.positional_to_keywords(entry, ["x", *args], kwargs))
+
+
+def test_backend_translations():
+    assert ops.by_backend_name()["mean"].name == "backend.mean"
+    assert ops.by_backend_name()["mean"].keras == "mean" and "mean" not in ops.by_tf_name()
+    assert _k("concatenate") == {"xs": "x", "axis": -1}  # K's default -1, keras.ops's 0
+    assert _k("concatenate", 0)["axis"] == 0
+    assert _k("argmax") == {"x": "x", "axis": -1} and _k("argmin")["axis"] == -1
+    assert _k("argmax", 1)["axis"] == 1
+    assert _k("expand_dims") == {"x": "x", "axis": -1}
+    assert _k("mean", 1)["keepdims"] is False
+    assert _k("gather", "i") == {"x": "x", "indices": "i", "axis": 0}
+    assert _k("permute_dimensions", [0, 2, 1]) == {"x": "x", "axes": [0, 2, 1]}
+    assert _k("flatten") == {"x": "x", "newshape": [-1]}
+    assert _k("l2_normalize", -1)["epsilon"] == 1e-6
+    assert _k("clip", 0.5, -0.5)["x_max"] == 0.5  # K raises max to min
+    assert _k("relu") == {"x": "x"} and _k("relu", 0.0, None, 0.0) == {"x": "x"}
+    for bad in ({"alpha": 0.1}, {"max_value": 6.0}, {"threshold": 1.0}):
+        with pytest.raises(ops.Untranslatable):
+            _k("relu", **bad)
+    with pytest.raises(ops.Untranslatable, match="None"):
+        _k("argmax", None)  # K.argmax(x, None) is TF's axis 0, not -1
+    with pytest.raises(ops.Untranslatable):
+        _k("squeeze", None)
+    with pytest.raises(ops.Untranslatable):
+        _k("l2_normalize")
+    with pytest.raises(ops.Untranslatable, match=r"K\.mean"):
+        _k("mean", 1, False, "extra")
 
 
 def test_slice_index():

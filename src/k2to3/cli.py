@@ -116,6 +116,79 @@ def _summary(report: dict) -> None:
               f"verdict: [bold]{report['verdict']}[/]; load with: {report['output']['load']}", highlight=False)
 
 
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 lint src/\n\n"
+        "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
+        "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
+        "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with [tool.k2to3] "
+        "select/ignore/exclude in pyproject.toml. Exit codes: 0 clean, 1 findings, 2 error."
+    )
+)
+def lint(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
+    fmt: Annotated[str, typer.Option("--format", help="text, json, sarif or github.")] = "text",
+    select: Annotated[str | None, typer.Option(help="Only these codes or prefixes (comma-separated).")] = None,
+    ignore: Annotated[str | None, typer.Option(help="Skip these codes or prefixes (comma-separated).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
+) -> None:
+    """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
+    from .source.files import Cache, load_config
+    from .source.formats import FORMATS
+    from .source.run import lint_paths
+
+    if fmt not in FORMATS:
+        _fail(K2to3Error(f"unknown format '{fmt}'", hint=f"choose from {', '.join(FORMATS)}"))
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    cfg = load_config(paths[0])
+    if select:
+        cfg.select = [c.strip().upper() for c in select.split(",") if c.strip()]
+    if ignore:
+        cfg.ignore = [c.strip().upper() for c in ignore.split(",") if c.strip()]
+    res = lint_paths(paths, cfg, None if no_cache else Cache())
+    sys.stdout.write(FORMATS[fmt](res))
+    raise typer.Exit(1 if res.findings else 0)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 fix model.py            # dry run: says what would change\n\n"
+        "  k2to3 fix src/ --diff         # print a unified diff\n\n"
+        "  k2to3 fix src/ --write        # rewrite the files\n\n"
+        "Exit codes: 0 nothing to change (or written), 1 changes pending (dry run), 2 error."
+    )
+)
+def fix(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the files in place.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff of the changes.")] = False,
+) -> None:
+    """Rewrite tf.* / K.* calls to keras.ops, K config to keras.config and tf.keras to keras (dry run by default)."""
+    from .source.files import load_config
+    from .source.run import fix_paths, unified_diff
+
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    res = fix_paths(paths, load_config(paths[0]))
+    for path, (old, new) in res.changed.items():
+        if diff:
+            sys.stdout.write(unified_diff(path, old, new))
+        if write:
+            tmp = Path(path + ".k2to3-tmp")
+            tmp.write_text(new)
+            tmp.replace(path)
+    for e in res.errors:
+        err.print(e, highlight=False)
+    verb = "rewrote" if write else "would rewrite"
+    err.print(f"{verb} {res.rewrites} calls/imports in {len(res.changed)} files", highlight=False)
+    raise typer.Exit(0 if write or not res.changed else 1)
+
+
 @app.command()
 def version() -> None:
     """Print the k2to3 version."""

@@ -1,8 +1,10 @@
-"""The op table (rules/ops.toml): TensorFlow function -> keras.ops call. Pure data and translation;
-no keras or tensorflow import (the caller applies the result with keras.ops)."""
+"""The op table (rules/ops.toml): TensorFlow function or keras.backend (K.*) function -> keras.ops call,
+plus the K.* functions that moved to keras.config. Pure data and translation; no keras or tensorflow import
+(the caller applies the result with keras.ops)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -22,10 +24,13 @@ class Untranslatable(Exception):
 class OpEntry:
     tf: tuple[str, ...]
     keras: str
+    k: tuple[str, ...] = ()  # keras.backend names (K.mean); an entry has tf names or k names, not both
+    params: tuple[str, ...] = ()  # the TF / K function's parameters in positional order
     first: str = "x"
     args: dict[str, str] = field(default_factory=dict)
     drop: tuple[str, ...] = ("name",)
     require: dict[str, Any] = field(default_factory=dict)
+    require_none: tuple[str, ...] = ()  # keywords accepted only when None (TOML has no null)
     defaults: dict[str, Any] = field(default_factory=dict)
     needs: tuple[str, ...] = ()
     transform: str | None = None
@@ -36,21 +41,52 @@ class OpEntry:
 
     @property
     def name(self) -> str:
-        return self.tf[0]
+        """Unique identifier (test results, known_failures): tf[0], or "backend." + k[0] for a K entry."""
+        return self.tf[0] if self.tf else "backend." + self.k[0]
+
+    @property
+    def label(self) -> str:
+        """The function as the user wrote it, for messages: tf.math.reduce_mean, K.mean."""
+        return "tf." + self.tf[0] if self.tf else "K." + self.k[0]
+
+
+TUPLE_FIELDS = ("tf", "k", "params", "drop", "require_none", "needs", "cases", "known_failures")
+
+
+@cache
+def _raw() -> dict[str, Any]:
+    with open(rules_dir() / "ops.toml", "rb") as fh:
+        return tomllib.load(fh)
 
 
 @cache
 def table() -> tuple[OpEntry, ...]:
-    with open(rules_dir() / "ops.toml", "rb") as fh:
-        raw = tomllib.load(fh)
     out = []
-    for e in raw["op"]:
+    names: set[str] = set()
+    for e in _raw()["op"]:
         e = dict(e)
-        for k in ("tf", "drop", "needs", "cases", "known_failures"):
+        for k in TUPLE_FIELDS:
             if k in e:
                 e[k] = tuple(e[k])
-        out.append(OpEntry(**e))
+        entry = OpEntry(**e)
+        if bool(entry.tf) == bool(entry.k):
+            raise ValueError(f"rules/ops.toml: {entry.keras}: an entry needs tf names or k names (not both)")
+        if entry.name in names:
+            raise ValueError(f"rules/ops.toml: {entry.name} is listed twice")
+        names.add(entry.name)
+        out.append(entry)
     return tuple(out)
+
+
+@cache
+def config_aliases() -> dict[str, str]:
+    """K.epsilon -> keras.config.epsilon etc.: keras.backend functions that moved (called the same way)."""
+    out: dict[str, str] = {}
+    for c in _raw().get("config", []):
+        if c["k"] in out:
+            raise ValueError(f"rules/ops.toml: config alias {c['k']} is listed twice")
+        out[c["k"]] = c["to"]
+    return out
 
 
 @cache
@@ -64,11 +100,49 @@ def by_tf_name() -> dict[str, OpEntry]:
     return index
 
 
+@cache
+def by_backend_name() -> dict[str, OpEntry]:
+    """K (keras.backend) function name -> entry."""
+    index: dict[str, OpEntry] = {}
+    for e in table():
+        for n in e.k:
+            if n in index:
+                raise ValueError(f"rules/ops.toml: K.{n} is listed twice")
+            index[n] = e
+    return index
+
+
 def lookup(function: str) -> OpEntry:
     e = by_tf_name().get(function)
     if e is None:
         raise Untranslatable(f"tf.{function} has no entry in rules/ops.toml")
     return e
+
+
+def lookup_backend(function: str) -> OpEntry:
+    e = by_backend_name().get(function)
+    if e is None:
+        raise Untranslatable(f"K.{function} has no entry in rules/ops.toml")
+    return e
+
+
+def positional_to_keywords(entry: OpEntry, args: list[Any], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """A call's positional and keyword arguments -> (first argument, keyword arguments), named by `params`
+    (params[0] is the first argument), ready for translate()."""
+    if not entry.params:
+        raise Untranslatable(f"{entry.label} has no params in rules/ops.toml")
+    if len(args) > len(entry.params):
+        raise Untranslatable(f"{entry.label} takes at most {len(entry.params)} positional arguments "
+                             f"({', '.join(entry.params)}), got {len(args)}")
+    out = dict(kwargs)
+    for p, v in zip(entry.params, args):
+        if p in out:
+            raise Untranslatable(f"{entry.label} got {p!r} both positionally and as a keyword")
+        out[p] = v
+    if entry.params[0] not in out:
+        raise Untranslatable(f"{entry.label} called without its first argument {entry.params[0]!r}")
+    first = out.pop(entry.params[0])
+    return first, out
 
 
 def _pad_mode(kw: dict[str, Any]) -> None:
@@ -103,6 +177,24 @@ def _resize_method(kw: dict[str, Any]) -> None:
     kw["interpolation"] = _METHODS[m]
 
 
+def _sqrt_epsilon(kw: dict[str, Any]) -> None:
+    # TF bounds the squared norm (x * rsqrt(max(sum(x**2), eps))), keras.ops.normalize the norm
+    # (x * min(rsqrt(sum(x**2)), 1 / eps)): the same result needs keras eps = sqrt(TF eps).
+    eps = kw.get("epsilon")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise Untranslatable(f"l2_normalize epsilon={eps!r} is not a literal number")
+    kw["epsilon"] = math.sqrt(eps)
+
+
+def _k_clip(kw: dict[str, Any]) -> None:
+    # K.clip raised max_value to min_value when both are Python numbers and max < min (keras.ops.clip
+    # would return max everywhere).
+    lo, hi = kw.get("x_min"), kw.get("x_max")
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lo, hi))
+    if numbers and hi < lo:
+        kw["x_max"] = lo
+
+
 def _data_format(kw: dict[str, Any]) -> None:
     fmt = kw.pop("data_format", None)
     if fmt in (None, "NHWC", "channels_last"):
@@ -114,24 +206,27 @@ def _data_format(kw: dict[str, Any]) -> None:
 
 
 TRANSFORMS = {"pad_mode": _pad_mode, "split_sizes": _split_sizes, "resize_method": _resize_method,
-              "data_format": _data_format}
+              "data_format": _data_format, "sqrt_epsilon": _sqrt_epsilon, "k_clip": _k_clip}
 
 
 def translate(entry: OpEntry, first: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """TF call (first argument, keyword arguments) -> keras.ops keyword arguments."""
+    """TF or K call (first argument, keyword arguments) -> keras.ops keyword arguments. Positional arguments
+    must be named first (positional_to_keywords)."""
     out: dict[str, Any] = dict(entry.defaults)
     out[entry.first] = first
     for need in entry.needs:
         if kwargs.get(need) is None:
-            raise Untranslatable(f"tf.{entry.name} without {need}= has no keras.ops equivalent")
+            raise Untranslatable(f"{entry.label} without {need}= has no keras.ops equivalent")
     for k, v in kwargs.items():
-        if k in entry.require and v != entry.require[k]:
-            raise Untranslatable(f"tf.{entry.name}({k}={v!r}) has no keras.ops equivalent")
-        if k in entry.drop or k in entry.require:
+        if (k in entry.require and v != entry.require[k]) or (k in entry.require_none and v is not None):
+            raise Untranslatable(f"{entry.label}({k}={v!r}) has no keras.ops equivalent")
+        if k in entry.drop or k in entry.require or k in entry.require_none:
             continue
         if k not in entry.args:
-            raise Untranslatable(f"tf.{entry.name} argument {k!r} is not in rules/ops.toml")
+            raise Untranslatable(f"{entry.label} argument {k!r} is not in rules/ops.toml")
         if v is None and entry.args[k] in entry.defaults:
+            if entry.k:  # K.argmax(x, axis=None) is TF's axis 0, not K's default -1: no general rule
+                raise Untranslatable(f"{entry.label}({k}=None) has no checked keras.ops equivalent")
             continue  # TF's None means "its default", which defaults already spells out
         out[entry.args[k]] = v
     if entry.transform:

@@ -2,33 +2,57 @@
 
 from __future__ import annotations
 
-from .ops import table
+from .ops import OpEntry, config_aliases, table
+
+
+def _row(e: OpEntry) -> str:
+    args = ", ".join(f"`{k}`→`{v}`" for k, v in e.args.items()) or ""
+    required = [f"`{k}={v!r}`" for k, v in e.require.items()] + [f"`{k}=None`" for k in e.require_none]
+    if required:
+        args += (" " if args else "") + "requires " + ", ".join(required)
+    if e.needs:
+        args += (" " if args else "") + "needs " + ", ".join(f"`{k}`" for k in e.needs)
+    defaults = ", ".join(f"`{k}={v!r}`" for k, v in e.defaults.items())
+    names = ", ".join(f"`{n}`" for n in e.tf) if e.tf else ", ".join(f"`K.{n}`" for n in e.k)
+    params = ", ".join(e.params)
+    notes = e.notes
+    if e.transform:
+        notes = f"transform `{e.transform}`. {notes}".strip()
+    return (f"| {names} | ({params}) | `{e.keras}` (first arg `{e.first}`) | {args} | {defaults} | {e.safety} "
+            f"| {notes} |\n")
 
 
 def render() -> str:
     rows = table()
+    tf_rows = [e for e in rows if e.tf]
+    k_rows = [e for e in rows if e.k]
+    head = ("| TF / K name | parameters | keras.ops | arguments | explicit defaults | safety | notes |\n"
+            "|---|---|---|---|---|---|---|\n")
     out = [
-        "# The op table: TensorFlow → keras.ops\n\n",
+        "# The op table: TensorFlow and keras.backend → keras.ops\n\n",
         "Generated from `rules/ops.toml` by `python -m k2to3.opsdoc`; do not edit by hand (a test checks it is\n"
-        "current). `k2to3 convert` uses it to translate `TFOpLambda` layers; every entry is checked by a\n"
-        "differential test (TF eager against the translation, on seeded inputs, on tensorflow, torch and jax:\n"
-        "`tests/test_ops.py`). `__operators__.getitem` (SlicingOpLambda) is translated structurally: slices,\n"
+        "current). `k2to3 convert` uses it to translate `TFOpLambda` layers, and the source rewriter to translate\n"
+        "`tf.*` and `K.*` (`keras.backend`) calls: positional arguments are named by the parameter list first.\n"
+        "Every entry is checked by a differential test (TF eager, or `tf_keras.backend` for a `K.*` entry,\n"
+        "against the translation, on seeded inputs, on tensorflow, torch and jax: `tests/test_ops.py`).\n"
+        "`__operators__.getitem` (SlicingOpLambda) is translated structurally: slices,\n"
         "integers, `Ellipsis` and `tf.newaxis` become a Python index; a negative step without bounds becomes\n"
         "`keras.ops.flip` plus a positive step (torch cannot slice with negative steps).\n\n",
-        f"{len(rows)} entries, {sum(len(e.cases) for e in rows)} differential cases.\n\n",
-        "| TF function (as TFOpLambda stores it) | keras.ops | arguments | explicit defaults | safety | notes |\n",
-        "|---|---|---|---|---|---|\n",
+        f"{len(tf_rows)} TensorFlow entries, {len(k_rows)} `K.*` entries, "
+        f"{sum(len(e.cases) for e in rows)} differential cases.\n\n",
+        "## TensorFlow functions (names as TFOpLambda stores them)\n\n",
+        head,
+        *map(_row, tf_rows),
+        "\n## keras.backend (`K.*`) functions\n\n",
+        "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). The `K.*` functions without an entry, because\n"
+        "their semantics differ from every keras.ops call, are listed with the reason at the start of the `K.*`\n"
+        "section of `rules/ops.toml`.\n\n",
+        head,
+        *map(_row, k_rows),
+        "\n## keras.backend functions that moved\n\n",
+        "| K name | Keras 3 |\n|---|---|\n",
+        *(f"| `K.{k}` | `{to}` |\n" for k, to in config_aliases().items()),
     ]
-    for e in rows:
-        args = ", ".join(f"`{k}`→`{v}`" for k, v in e.args.items()) or ""
-        if e.require:
-            args += (" " if args else "") + "requires " + ", ".join(f"`{k}={v!r}`" for k, v in e.require.items())
-        defaults = ", ".join(f"`{k}={v!r}`" for k, v in e.defaults.items())
-        names = ", ".join(f"`{n}`" for n in e.tf)
-        notes = e.notes
-        if e.transform:
-            notes = f"transform `{e.transform}`. {notes}".strip()
-        out.append(f"| {names} | `{e.keras}` (first arg `{e.first}`) | {args} | {defaults} | {e.safety} | {notes} |\n")
     return "".join(out)
 
 

@@ -33,6 +33,7 @@ class Rule:
     from_: str | None = None
     to_portable: str | None = None
     builtin: str | None = None
+    fixable: bool = False
     safety: str = "safe"
     fixture: str | None = None
     what: str = ""
@@ -42,7 +43,7 @@ class Rule:
     fix: str = ""
 
 
-_ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin"}
+_ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin", "source"}
 
 
 def _rule(raw: dict[str, Any], source: Path) -> Rule:
@@ -73,8 +74,16 @@ def layer_rules() -> tuple[Rule, ...]:
     return rules
 
 
+@cache
+def source_rules() -> tuple[Rule, ...]:
+    path = rules_dir() / "source.toml"
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    return tuple(_rule(r, path) for r in raw["rule"])
+
+
 def rule(code: str) -> Rule:
-    for r in layer_rules():
+    for r in (*layer_rules(), *source_rules()):
         if r.code == code:
             return r
     raise KeyError(code)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from .rules import layer_rules
+from .rules import layer_rules, source_rules
 
 HEADER = """# k2to3 rules
 
-Generated from `rules/layers.toml` by `python -m k2to3.rulesdoc`; do not edit by hand (a test checks
-it is current). Codes: `K2T4xx` artifact config fixes applied by `k2to3 convert`, `K2T9xx` things that
-need more input (source code) or have no portable equivalent. FM numbers refer to the failure
+Generated from `rules/layers.toml` and `rules/source.toml` by `python -m k2to3.rulesdoc`; do not edit by
+hand (a test checks it is current). Codes: `K2T1xx` tf.* calls, `K2T2xx` keras.backend calls, `K2T3xx`
+Lambda layers, `K2T5xx` tf.keras namespace (reported by `k2to3 lint`, rewritten by `k2to3 fix` where
+fixable); `K2T4xx` artifact config fixes applied by `k2to3 convert`; `K2T9xx` things that need more
+input (source code) or have no portable equivalent. FM numbers refer to the failure
 catalogue in `shared/research/catalogue.md`.
 
 | code | title | failure mode | safety |
@@ -17,12 +19,14 @@ catalogue in `shared/research/catalogue.md`.
 
 
 def render() -> str:
-    rules = layer_rules()
+    rules = sorted((*source_rules(), *layer_rules()), key=lambda r: r.code)
     out = [HEADER]
     for r in rules:
         out.append(f"| [{r.code}](#{r.code.lower()}) | {r.title} | {r.fm} | {r.safety} |\n")
     for r in rules:
-        out.append(f"\n## {r.code}\n\n**{r.title}** ({r.fm}; fix safety: {r.safety})\n\n")
+        where = "source: `k2to3 lint`" + (", fixed by `k2to3 fix`" if r.fixable else "") if r.action == "source" \
+            else f"artifact: `k2to3 convert`, {r.fm}"
+        out.append(f"\n## {r.code}\n\n**{r.title}** ({where}; fix safety: {r.safety})\n\n")
         if r.classes:
             out.append(f"Applies to: {', '.join(f'`{c}`' for c in r.classes)}.\n\n")
         out.append(f"**What it does.** {r.what}\n\n**Why.** {r.why}\n\n")

@@ -1,0 +1,154 @@
+"""Decide what a call or a name in Keras 2 source is, from its qualified name and its arguments, using
+rules/ops.toml (the table the TFOpLambda translator uses too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import ops
+
+TF = "tensorflow."
+TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tf_keras.")
+BACKEND = "keras.backend."
+LAMBDA = "keras.layers.Lambda"
+TF1_ONLY = {"Session", "InteractiveSession", "placeholder", "get_default_graph", "global_variables_initializer",
+            "variable_scope", "get_variable", "placeholder_with_default", "reset_default_graph"}
+BACKEND_TF1 = {"function", "gradients", "get_session", "set_session", "placeholder", "stop_gradient_graph",
+               "learning_phase", "set_learning_phase", "get_graph", "update", "update_add", "batch_get_value",
+               "batch_set_value", "get_value", "set_value", "eval", "variable", "constant"}
+# TensorFlow namespaces that are not model ops (input pipelines, I/O, training loops): not reported.
+TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "distribute.", "debugging.",
+              "test.", "estimator.", "lite.", "profiler.", "sysconfig.", "version", "function", "print",
+              "Variable", "TensorSpec", "GradientTape", "device", "name_scope", "autograph.", "experimental.",
+              "random.set_seed", "get_logger", "constant", "convert_to_tensor", "shape", "TensorShape",
+              "is_tensor", "executing_eagerly", "identity", "py_function", "numpy_function")
+# Transforms that need the argument's value, not just its expression.
+TRANSFORM_KEYS = {"split_sizes": ("indices_or_sections",), "pad_mode": ("mode", "constant_values"),
+                  "resize_method": ("interpolation",), "data_format": ("data_format",)}
+
+
+def keras_name(qname: str) -> str | None:
+    """`tensorflow.keras.layers.Dense` / `tf_keras.layers.Dense` -> `keras.layers.Dense`."""
+    for prefix in TF_KERAS:
+        if qname.startswith(prefix):
+            return "keras." + qname[len(prefix):]
+    if qname.startswith("keras."):
+        return qname
+    return None
+
+
+@dataclass
+class Expr:
+    """An argument whose value is not a literal: kept as its expression (an ast or libcst node)."""
+
+    node: Any
+
+
+@dataclass
+class CallArgs:
+    """A call's arguments, parser-neutral: literal values where static, Expr otherwise."""
+
+    positional: list[Any]
+    keywords: dict[str, Any]
+    star: bool = False  # *args or **kwargs present
+    raw: list[tuple[str | None, Any]] = field(default_factory=list)  # (keyword, node) in source order
+
+
+@dataclass
+class Verdict:
+    code: str
+    message: str
+    fixable: bool = False
+    target: str | None = None  # dotted replacement for the callee (keras.ops.mean, keras.config.epsilon)
+    args: list[tuple[str | None, Any]] = field(default_factory=list)  # (keyword or None, Expr or literal)
+
+
+def classify_call(qname: str, call: CallArgs) -> Verdict | None:
+    kname = keras_name(qname)
+    if kname is not None and kname.startswith(BACKEND):
+        return _backend(kname[len(BACKEND):], call)
+    if kname is not None:
+        return None  # keras.layers.X etc.: the namespace rule handles tf.keras prefixes
+    if not qname.startswith(TF):
+        return None
+    name = qname[len(TF):]
+    table = ops.by_tf_name()
+    for prefix in ("compat.v1.", "compat.v2."):  # tf.compat.v1.reduce_mean is tf.reduce_mean
+        if name.startswith(prefix) and name not in table and name[len(prefix):] in table:
+            name = name[len(prefix):]
+    last = name.split(".")[-1]
+    if name in TF1_ONLY or (name.startswith("compat.v1.") and (last in TF1_ONLY or name not in table)):
+        return Verdict("K2T204", f"tf.{name} is a TensorFlow 1 graph API")
+    if name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
+        return None
+    entry = table.get(name)
+    if entry is None:
+        return Verdict("K2T103", f"tf.{name} has no keras.ops equivalent; it ties the model to TensorFlow")
+    return _translate(entry, f"tf.{name}", call, "K2T101", "K2T102")
+
+
+def _backend(name: str, call: CallArgs) -> Verdict | None:
+    aliases = ops.config_aliases()
+    if name in aliases:
+        return Verdict("K2T202", f"K.{name} moved to {aliases[name]}", True, aliases[name],
+                       [(kw, Expr(node)) for kw, node in call.raw])
+    if name in BACKEND_TF1:
+        return Verdict("K2T204", f"K.{name} is a TensorFlow 1 graph API with no Keras 3 equivalent")
+    entry = ops.by_backend_name().get(name)
+    if entry is None:
+        return Verdict("K2T203", f"K.{name} has no keras.ops equivalent")
+    return _translate(entry, f"K.{name}", call, "K2T201", "K2T203")
+
+
+def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str) -> Verdict:
+    if call.star:
+        return Verdict(bad, f"{shown} called with *args/**kwargs: arguments cannot be checked statically")
+    positional, keywords = call.positional, call.keywords
+    try:
+        first, kwargs = ops.positional_to_keywords(entry, positional, keywords)
+        for key in TRANSFORM_KEYS.get(entry.transform or "", ()):
+            src = next((k for k, v in entry.args.items() if v == key), key)
+            if isinstance(kwargs.get(src), Expr):
+                raise ops.Untranslatable(f"{src}= is not a literal, so its translation cannot be checked")
+        out = ops.translate(entry, first, kwargs)
+    except ops.Untranslatable as exc:
+        return Verdict(bad, f"{shown}: {exc}")
+    target = "keras.ops." + entry.keras
+    args: list[tuple[str | None, Any]] = [(None, out.pop(entry.first))]
+    order = [*entry.params[1:len(positional)], *keywords]
+    for k in order:  # the caller's arguments in their order, then the defaults made explicit
+        mapped = entry.args.get(k)
+        if mapped in out:
+            args.append((mapped, out.pop(mapped)))
+    args += list(out.items())
+    return Verdict(ok, f"{shown} -> {target}", True, target, args)
+
+
+class Aliases:
+    """Import-alias resolution (every import style, in any scope): `import tensorflow as tf`, `from
+    tensorflow.keras import backend as K`, `import keras.backend as K`, ... A local variable that shadows an
+    import alias is not tracked: name resolution is by import, not by full scope analysis (which costs 5x
+    the parse)."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def add_import(self, dotted: str, asname: str | None) -> None:
+        if asname:
+            self.names[asname] = dotted
+        else:
+            root = dotted.split(".")[0]
+            self.names.setdefault(root, root)
+
+    def add_from(self, module: str, name: str, asname: str | None) -> None:
+        self.names[asname or name] = f"{module}.{name}"
+
+    def resolve(self, dotted: str | None) -> str | None:
+        if not dotted:
+            return None
+        root, _, rest = dotted.partition(".")
+        base = self.names.get(root)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base

@@ -1,0 +1,126 @@
+"""Run lint / fix over paths: files, notebooks, config, cache, suppression totals."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .files import Cache, Config, discover, notebook_cells
+from .lint import SourceFinding, lint_source
+
+
+@dataclass
+class LintResult:
+    findings: list[SourceFinding] = field(default_factory=list)
+    files: int = 0
+    suppressed: int = 0
+    files_suppressed: int = 0
+    errors: list[str] = field(default_factory=list)  # unreadable or unparsable files
+
+
+def _lint_text(text: str, path: str, prefilter: bool = True) -> tuple[list[SourceFinding], int]:
+    if path.endswith(".ipynb"):
+        found, supp = [], 0
+        for cell, code in notebook_cells(text):
+            fs, s = lint_source(code, path, prefilter)
+            found += [SourceFinding(f.path, f.line, f.col, f.code, f.message, f.fixable, cell) for f in fs]
+            supp += max(s, 0)
+        return found, supp
+    return lint_source(text, path, prefilter)
+
+
+def lint_paths(paths: list[Path], cfg: Config, cache: Cache | None = None, prefilter: bool = True) -> LintResult:
+    res = LintResult()
+    for p in discover(paths, cfg):
+        res.files += 1
+        try:
+            data = p.read_bytes()
+        except OSError as exc:
+            res.errors.append(f"{p}: cannot read ({exc.strerror})")
+            continue
+        hit = cache.get(data) if cache else None
+        if hit is None:
+            try:
+                found, supp = _lint_text(data.decode("utf-8", errors="replace"), str(p), prefilter)
+            except SyntaxError as exc:
+                res.errors.append(f"{p}:{exc.lineno}:{exc.offset}: syntax error, not checked")
+                continue
+            except (ValueError, RecursionError) as exc:
+                res.errors.append(f"{p}: not checked ({type(exc).__name__})")
+                continue
+            hit = {"findings": [f.to_dict() for f in found], "suppressed": supp}
+            if cache:
+                cache.put(data, hit)
+        if hit["suppressed"] == -1:
+            res.files_suppressed += 1
+        else:
+            res.suppressed += hit["suppressed"]
+        for d in hit["findings"]:
+            f = SourceFinding(**{**d, "path": str(p)})
+            if cfg.wants(f.code):
+                res.findings.append(f)
+    if cache:
+        cache.flush()
+    return res
+
+
+@dataclass
+class FixResult:
+    changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (old, new)
+    rewrites: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def fix_paths(paths: list[Path], cfg: Config) -> FixResult:
+    import libcst as cst  # only fix needs libcst; lint reads with ast
+
+    from .fix import fix_source
+
+    res = FixResult()
+    for p in discover(paths, cfg):
+        if p.suffix == ".ipynb":
+            try:
+                new_nb, n = _fix_notebook(p.read_text())
+            except (cst.ParserSyntaxError, ValueError) as exc:
+                res.errors.append(f"{p}: not fixed ({type(exc).__name__})")
+                continue
+            if n:
+                res.changed[str(p)] = (p.read_text(), new_nb)
+                res.rewrites += n
+            continue
+        try:
+            old = p.read_text()
+            new, n = fix_source(old, str(p))
+        except (cst.ParserSyntaxError, UnicodeDecodeError, RecursionError) as exc:
+            res.errors.append(f"{p}: not fixed ({type(exc).__name__})")
+            continue
+        if n and new != old:
+            res.changed[str(p)] = (old, new)
+            res.rewrites += n
+    return res
+
+
+def _fix_notebook(text: str) -> tuple[str, int]:
+    from .fix import fix_source
+
+    nb = json.loads(text)
+    total = 0
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        src = cell.get("source", "")
+        src = "".join(src) if isinstance(src, list) else src
+        if any(ln.lstrip().startswith(("%", "!", "?")) for ln in src.splitlines()):
+            continue  # magics are not Python: leave the cell alone
+        new, n = fix_source(src)
+        if n and new != src:
+            cell["source"] = new.splitlines(keepends=True)
+            total += n
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n", total
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        f"a/{path}", f"b/{path}"))
