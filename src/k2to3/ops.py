@@ -89,27 +89,26 @@ def config_aliases() -> dict[str, str]:
     return out
 
 
-@cache
-def by_tf_name() -> dict[str, OpEntry]:
+def _index(field: str, prefix: str) -> dict[str, OpEntry]:
     index: dict[str, OpEntry] = {}
     for e in table():
-        for n in e.tf:
+        for n in getattr(e, field):
             if n in index:
-                raise ValueError(f"rules/ops.toml: {n} is listed twice")
+                raise ValueError(f"rules/ops.toml: {prefix}{n} is listed twice")
             index[n] = e
     return index
+
+
+@cache
+def by_tf_name() -> dict[str, OpEntry]:
+    """TF function name (as TFOpLambda stores it, without "tf.") -> entry."""
+    return _index("tf", "tf.")
 
 
 @cache
 def by_backend_name() -> dict[str, OpEntry]:
     """K (keras.backend) function name -> entry."""
-    index: dict[str, OpEntry] = {}
-    for e in table():
-        for n in e.k:
-            if n in index:
-                raise ValueError(f"rules/ops.toml: K.{n} is listed twice")
-            index[n] = e
-    return index
+    return _index("k", "K.")
 
 
 def lookup(function: str) -> OpEntry:
