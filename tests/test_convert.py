@@ -4,8 +4,6 @@ golden (tf_keras) output."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from conftest import H5, good_fixtures, record
 
@@ -167,5 +165,3 @@ def test_output_path_written_atomically(pool, tmp_path):
     convert(Options(src=H5 / "fm02_training_config.h5", out=out, force=True), pool=pool)
     assert out.read_bytes()[:4] == first[:4] == b"PK\x03\x04"
 
-
-_ = Path

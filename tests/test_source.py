@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT
 
 from k2to3.rules import source_rules
 from k2to3.source.files import Config
@@ -184,5 +183,3 @@ def test_lint_path_imports_no_ml_framework(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "IMPORTED []" in r.stdout, r.stdout + r.stderr
 
-
-_ = ROOT

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .errors import Exit, K2to3Error
+from .errors import K2to3Error
 
 app = typer.Typer(
     add_completion=False,
@@ -202,5 +202,3 @@ def main() -> None:
         err.print(f"error: {exc.line()}")
         sys.exit(int(exc.code))
 
-
-_ = Exit  # re-exported for documentation of exit codes

@@ -79,8 +79,9 @@ def _flat_numpy(keras: Any, out: Any) -> list[np.ndarray]:
     return [np.asarray(keras.ops.convert_to_numpy(t)) for t in keras.tree.flatten(out)]
 
 
-def _probe(keras: Any, model: Any, xs: list[np.ndarray], input_cls: Any) -> tuple[list[str], list[np.ndarray]]:
-    """Outputs of every layer called exactly once, in the model's topological order."""
+def _probe(model: Any, input_cls: type, flatten: Any) -> tuple[list[str], list[Any]]:
+    """Symbolic outputs of every layer called exactly once, in the model's topological order (Keras 3 and
+    tf_keras alike: `flatten` is keras.tree.flatten or tf.nest.flatten)."""
     names, tensors = [], []
     for layer in model.layers:
         if isinstance(layer, input_cls):
@@ -89,7 +90,7 @@ def _probe(keras: Any, model: Any, xs: list[np.ndarray], input_cls: Any) -> tupl
             out = layer.output
         except (AttributeError, ValueError, RuntimeError):
             continue  # shared layer (several nodes): its output is ambiguous
-        for i, t in enumerate(keras.tree.flatten(out)):
+        for i, t in enumerate(flatten(out)):
             names.append(layer.name if i == 0 else f"{layer.name}#{i}")
             tensors.append(t)
     return names, tensors
@@ -203,7 +204,7 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layer_outputs(keras: Any, model: Any, xs: list[np.ndarray], out_path: str, input_cls: Any) -> list[str]:
-    names, tensors = _probe(keras, model, xs, input_cls)
+    names, tensors = _probe(model, input_cls, keras.tree.flatten)
     if not tensors:
         _save_arrays(out_path, [])
         return []
@@ -231,17 +232,7 @@ def op_golden(req: dict[str, Any]) -> dict[str, Any]:
     _save_arrays(req["out"], outs)
     reply: dict[str, Any] = {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs)}
     if req.get("layers"):
-        names, tensors = [], []
-        for layer in model.layers:
-            if isinstance(layer, tf_keras.layers.InputLayer):
-                continue
-            try:
-                out = layer.output
-            except (AttributeError, ValueError, RuntimeError):
-                continue
-            for i, t in enumerate(_tf_flatten(out)):
-                names.append(layer.name if i == 0 else f"{layer.name}#{i}")
-                tensors.append(t)
+        names, tensors = _probe(model, tf_keras.layers.InputLayer, _tf_flatten)
         arrays: list[np.ndarray] = []
         if tensors:
             probe = tf_keras.Model(model.inputs, tensors)
