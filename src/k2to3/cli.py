@@ -189,6 +189,59 @@ def fix(
     raise typer.Exit(0 if write or not res.changed else 1)
 
 
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 audit models/ src/ -o audit/\n\n"
+        "  k2to3 audit models/ --verify -o audit/    # convert + verify each artifact; resumable\n\n"
+        "Exit codes: 0 every artifact portable (and at parity with --verify), 1 a verified mismatch, "
+        "2 usage error, 3 an artifact that needs source, is TF-only or blocked."
+    )
+)
+def audit(
+    paths: Annotated[list[Path], typer.Argument(help="Directories or files: model stores, repositories.")],
+    out_dir: Annotated[Path, typer.Option("-o", "--output", help="Where the reports go.")] = Path("k2to3-audit"),
+    fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
+    verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
+                                                          "results cached by content hash: resumable).")] = False,
+) -> None:
+    """Migration audit of a tree: legacy artifacts (found by content) with predicted verdicts, and source
+    findings per file and per rule."""
+    from rich.progress import Progress
+
+    from .audit import VERDICTS, run_audit
+    from .auditreport import write
+
+    formats = [f.strip() for f in fmt.split(",") if f.strip()]
+    bad = [f for f in formats if f not in ("md", "html", "json")]
+    if bad:
+        _fail(K2to3Error(f"unknown report format '{bad[0]}'", hint="choose from md, html, json"))
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("auditing", total=None)
+
+        def progress(i: int, n: int, path: str) -> None:
+            bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
+
+        try:
+            rep = run_audit(paths, out_dir, verify=verify, progress=progress)
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
+            raise typer.Exit(130) from None
+    written = write(rep, out_dir, formats)
+    for verdict in VERDICTS:
+        n = rep["totals"].get(verdict, 0)
+        if n:
+            out.print(f"{n:4d} {verdict}", highlight=False)
+    out.print(f"reports: {'  '.join(str(p) for p in written)}", highlight=False)
+    verified = [a["verify"]["verdict"] for a in rep["artifacts"] if "verify" in a]
+    if rep["worst_verdict"] not in (None, "portable"):
+        raise typer.Exit(3)
+    raise typer.Exit(1 if "mismatch" in verified else 0)
+
+
 @app.command()
 def version() -> None:
     """Print the k2to3 version."""

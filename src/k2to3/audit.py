@@ -1,0 +1,215 @@
+"""`k2to3 audit`: a migration audit of a tree (repository or model store).
+
+Static (no backend import): legacy artifacts found by content, each with the verdict its config predicts;
+Python sources and notebooks with their lint findings. `--verify` converts and verifies every artifact
+through one warm worker pool, caching each result by the artifact's content hash so an interrupted audit
+resumes where it stopped."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .artifact import read_artifact, sniff
+from .errors import K2to3Error
+from .source.files import SKIP_DIRS, Config
+from .source.run import lint_paths
+from .upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
+
+VERDICTS = ("portable", "portable with source", "tf-only", "blocked")
+WORST = {v: i for i, v in enumerate(VERDICTS)}
+ARTIFACT_SUFFIXES = (".h5", ".hdf5", ".keras", ".hd5", ".model", ".weights")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass
+class Tree:
+    artifacts: list[Path] = field(default_factory=list)
+    sources: list[Path] = field(default_factory=list)
+
+
+def walk(paths: list[Path]) -> Tree:
+    """Artifacts by content (HDF5 signature, zip, SavedModel dir), not only by extension."""
+    tree = Tree()
+    for root in paths:
+        if root.is_file():
+            (tree.sources if root.suffix in (".py", ".ipynb") else tree.artifacts).append(root)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            d = Path(dirpath)
+            if (d / "saved_model.pb").exists():
+                tree.artifacts.append(d)
+                dirnames[:] = []
+                continue
+            dirnames[:] = sorted(x for x in dirnames if x not in SKIP_DIRS)
+            for name in sorted(filenames):
+                p = d / name
+                if name.endswith((".py", ".ipynb")):
+                    tree.sources.append(p)
+                elif p.stat().st_size >= 8 and sniff(p) in ("hdf5", "zip"):
+                    tree.artifacts.append(p)
+    return tree
+
+
+def _definitions(sources: list[Path]) -> dict[str, str]:
+    """`class Name` / `def name` in the tree -> path:line (where a missing object's source may be)."""
+    pat = re.compile(r"^\s*(?:class|def)\s+([A-Za-z_]\w*)", re.M)
+    out: dict[str, str] = {}
+    for p in sources:
+        try:
+            text = p.read_text(errors="replace")
+        except OSError:
+            continue
+        for m in pat.finditer(text):
+            out.setdefault(m.group(1), f"{p}:{text.count(chr(10), 0, m.start()) + 1}")
+    return out
+
+
+def _inventory(cfg: dict[str, Any], counts: Counter) -> None:
+    layers = cfg.get("config", {})
+    layers = layers.get("layers", []) if isinstance(layers, dict) else layers
+    for layer in layers or []:
+        counts[layer.get("class_name", "?")] += 1
+        if layer.get("class_name") in MODEL_CLASSES:
+            _inventory(layer, counts)
+
+
+def static_verdict(path: Path, defs: dict[str, str]) -> dict[str, Any]:
+    row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
+    try:
+        art = read_artifact(path)
+    except K2to3Error as exc:
+        reason = exc.line()
+        verdict = "portable with source" if "weights-only" in reason else "blocked"
+        return {**row, "verdict": verdict, "reason": reason}
+    plan = upgrade(art.model_config, art.training_config)
+    counts: Counter = Counter()
+    _inventory(art.model_config, counts)
+    ops = sorted({f.message.split(" ")[0] for f in plan.findings if f.code == "K2T904"})
+    row.update(keras_version=art.keras_version, n_params=art.n_params, layers=dict(counts.most_common()),
+               rules=dict(Counter(f.code for f in plan.findings if f.severity != "error")),
+               tf_ops=ops, n_op_layers=sum(v for k, v in counts.items() if k in OP_LAYER_CLASSES))
+    errors = plan.errors
+    if not errors:
+        return {**row, "verdict": "portable", "reason": "every layer has a rule or a Keras 3 equivalent"}
+    if any(e.code == "K2T904" for e in errors):
+        return {**row, "verdict": "tf-only", "reason": errors[0].line()}
+    needs = []
+    for e in errors:
+        m = re.search(r"class '([^']+)'|activation='([^']+)'|recurrent_activation='([^']+)'", e.message)
+        name = next((g for g in m.groups() if g), None) if m else None
+        needs.append({"code": e.code, "layer": e.layer, "object": name,
+                      "source": defs.get(name) if name else None})
+    found = all(n["source"] for n in needs if n["object"]) and not any(n["code"] == "K2T901" for n in needs)
+    row["needs"] = needs
+    if found:
+        return {**row, "verdict": "portable with source", "reason": "custom objects defined in the tree"}
+    return {**row, "verdict": "blocked", "reason": errors[0].line()}
+
+
+class ResultCache:
+    """Verify results by artifact content hash in OUT/.k2to3-audit-cache.json (written after each model)."""
+
+    def __init__(self, directory: Path):
+        self.path = directory / ".k2to3-audit-cache.json"
+        try:
+            self.data: dict[str, Any] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.data = {}
+
+    def get(self, sha: str) -> dict[str, Any] | None:
+        return self.data.get(f"{__version__}:{sha}")
+
+    def put(self, sha: str, value: dict[str, Any]) -> None:
+        self.data[f"{__version__}:{sha}"] = value
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data))
+        tmp.replace(self.path)
+
+
+def verify_one(path: Path, out_dir: Path, pool: Any) -> dict[str, Any]:
+    from .convert import NotPortableReport, Options, convert
+
+    target = out_dir / "converted" / (hashlib.sha1(str(path).encode()).hexdigest()[:10] + "-" + path.stem + ".keras")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        rep = convert(Options(src=path, out=target, force=True), pool=pool)
+    except NotPortableReport as exc:
+        return {"converted": False, "verdict": "not_portable", "reason": exc.line(),
+                "seconds": time.perf_counter() - t0}
+    except K2to3Error as exc:
+        return {"converted": False, "verdict": "error", "reason": exc.line(), "seconds": time.perf_counter() - t0}
+    layer_errors = {b: v.get("layer_errors", []) for b, v in rep["backends"].items() if v.get("layer_errors")}
+    return {"converted": True, "verdict": rep["verdict"], "output": str(target),
+            "reference": rep["reference"].get("kind"),
+            "backends": {b: {"status": v["status"],
+                             "max_abs": max((o["max_abs"] for o in v.get("outputs", [])), default=None),
+                             "min_atol": max((o["min_atol"] for o in v.get("outputs", [])), default=None),
+                             "first_divergent_layer": (v.get("first_divergent_layer") or {}).get("layer")}
+                         for b, v in rep["backends"].items()},
+            "layer_errors": layer_errors, "seconds": time.perf_counter() - t0}
+
+
+def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: Any = None) -> dict[str, Any]:
+    tree = walk(paths)
+    defs = _definitions(tree.sources)
+    artifacts = []
+    for p in tree.artifacts:
+        row = static_verdict(p, defs)
+        row["sha256"] = _sha256(p) if p.is_file() else None
+        artifacts.append(row)
+    lint = lint_paths(tree.sources, Config()) if tree.sources else None
+    sources: dict[str, Counter] = {}
+    if lint:
+        for f in lint.findings:
+            sources.setdefault(f.path, Counter())[f.code] += 1
+    report: dict[str, Any] = {
+        "schema": "k2to3.audit/1", "k2to3_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "paths": [str(p) for p in paths],
+        "artifacts": artifacts,
+        "sources": {p: dict(c) for p, c in sorted(sources.items())},
+        "rule_totals": dict(Counter(f.code for f in lint.findings).most_common()) if lint else {},
+        "noqa_debt": {"lines": lint.suppressed, "files": lint.files_suppressed} if lint else {"lines": 0, "files": 0},
+        "n_source_files": lint.files if lint else 0,
+    }
+    if verify:
+        from .workers.pool import Pool
+
+        out_dir.mkdir(parents=True, exist_ok=True)
+        cache = ResultCache(out_dir)
+        with Pool() as pool:
+            for i, row in enumerate(artifacts):
+                if progress:
+                    progress(i, len(artifacts), row["path"])
+                sha = row["sha256"]
+                hit = cache.get(sha) if sha else None
+                if hit is None:
+                    hit = verify_one(Path(row["path"]), out_dir, pool) if row["kind"] == "hdf5" else \
+                        {"converted": False, "verdict": "not_portable", "reason": row.get("reason")}
+                    if sha:
+                        cache.put(sha, hit)
+                else:
+                    hit = {**hit, "cached": True}
+                row["verify"] = hit
+            if progress:
+                progress(len(artifacts), len(artifacts), "")
+    worst = max((WORST[a["verdict"]] for a in artifacts), default=0)
+    report["worst_verdict"] = VERDICTS[worst] if artifacts else None
+    report["totals"] = dict(Counter(a["verdict"] for a in artifacts))
+    return report
