@@ -3,6 +3,7 @@ backend imports of the warm worker pool) and the mean cost of the rest. Usage: p
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import statistics
@@ -30,7 +31,7 @@ def main() -> None:
         rep = run_audit([store], Path(d) / "out", verify=True,
                         progress=lambda i, n, p: marks.append(time.perf_counter()))
         total = time.perf_counter() - t0
-    costs = [b - a for a, b in zip(marks, marks[1:])]
+    costs = [b - a for a, b in itertools.pairwise(marks)]
     first, rest = costs[0], costs[1:]
     verdicts = [a["verify"]["verdict"] for a in rep["artifacts"]]
     print(f"{len(costs)} artifacts, total {total:.1f} s; verdicts: "
