@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import FIXTURES, H5
+from conftest import ARTIFACTS, FIXTURES, H5
 
 from k2to3.audit import run_audit
 from k2to3.auditreport import write
@@ -47,6 +47,30 @@ def test_static_verdicts_agree_with_verify(corpus, tmp_path):
         assert converted == (a["verdict"] == "portable"), (a["path"], a["verdict"], a["verify"])
     write(rep, tmp_path, ["html"])
     assert "layer-plot" in (tmp_path / "audit.html").read_text()  # the sleap mismatch gets a per-layer plot
+    render_in_chromium(tmp_path / "audit.html", tmp_path)
+
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def render_in_chromium(page, tmp_path) -> None:
+    """Open the report in a real headless Chromium (no network): the DOM it renders has the table rows and
+    the per-layer plot, and the screenshot is kept in test-artifacts/ for a person to look at."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (.ci/run installs Debian's chromium)")
+    base = [chromium, *CHROMIUM_FLAGS]
+    dom = subprocess.run([*base, f"--user-data-dir={tmp_path / 'chr1'}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<tr>") >= 21 and 'id="artifacts"' in dom
+    assert '<svg class="layer-plot"' in dom and "<polyline" in dom
+    shot = ARTIFACTS / "audit.png"
+    ARTIFACTS.mkdir(exist_ok=True)
+    subprocess.run([*base, f"--user-data-dir={tmp_path / 'chr2'}", "--window-size=1400,3000",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 20_000
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow

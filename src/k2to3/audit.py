@@ -61,9 +61,22 @@ def walk(paths: list[Path]) -> Tree:
                 p = d / name
                 if name.endswith((".py", ".ipynb")):
                     tree.sources.append(p)
-                elif p.stat().st_size >= 8 and sniff(p) in ("hdf5", "zip"):
+                elif p.stat().st_size >= 8 and _is_artifact(p):
                     tree.artifacts.append(p)
     return tree
+
+
+def _is_artifact(p: Path) -> bool:
+    kind = sniff(p)
+    if kind == "zip":  # a Keras archive, not any zip: it holds the model config
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(p) as z:
+                return "config.json" in z.namelist()
+        except (OSError, zipfile.BadZipFile):
+            return False
+    return kind == "hdf5"
 
 
 def _definitions(sources: list[Path]) -> dict[str, str]:
@@ -100,7 +113,8 @@ def static_verdict(path: Path, defs: dict[str, str]) -> dict[str, Any]:
     plan = upgrade(art.model_config, art.training_config)
     counts: Counter = Counter()
     _inventory(art.model_config, counts)
-    ops = sorted({f.message.split(" ")[0] for f in plan.findings if f.code == "K2T904"})
+    ops = {f.message.split(" ")[0]: "portable" if f.severity == "info" else "tf-only"
+           for f in plan.findings if f.code == "K2T904"}
     row.update(keras_version=art.keras_version, n_params=art.n_params, layers=dict(counts.most_common()),
                rules=dict(Counter(f.code for f in plan.findings if f.severity != "error")),
                tf_ops=ops, n_op_layers=sum(v for k, v in counts.items() if k in OP_LAYER_CLASSES))
