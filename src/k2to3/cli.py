@@ -205,8 +205,7 @@ def audit(
     verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
                                                           "results cached by content hash: resumable).")] = False,
 ) -> None:
-    """Migration audit of a tree: legacy artifacts (found by content) with predicted verdicts, and source
-    findings per file and per rule."""
+    """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
 
     from .audit import VERDICTS, run_audit
