@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zipfile
 from dataclasses import dataclass, field
@@ -51,6 +52,14 @@ class LegacyArtifact:
 
         with h5py.File(self.path, "r") as f:
             return np.asarray(f[entry.h5path])
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def sniff(path: Path) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .artifact import read_artifact, sniff
+from .artifact import file_sha256, read_artifact, sniff
 from .errors import K2to3Error
 from .source.files import SKIP_DIRS, Config
 from .source.run import lint_paths
@@ -27,14 +27,6 @@ from .upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
 VERDICTS = ("portable", "portable with source", "tf-only", "blocked")
 WORST = {v: i for i, v in enumerate(VERDICTS)}
 ARTIFACT_SUFFIXES = (".h5", ".hdf5", ".keras", ".hd5", ".model", ".weights")
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
@@ -186,7 +178,7 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
     artifacts = []
     for p in tree.artifacts:
         row = static_verdict(p, defs)
-        row["sha256"] = _sha256(p) if p.is_file() else None
+        row["sha256"] = file_sha256(p) if p.is_file() else None
         artifacts.append(row)
     lint = lint_paths(tree.sources, Config()) if tree.sources else None
     sources: dict[str, Counter] = {}

@@ -3,7 +3,6 @@ each backend in its own process, compare with the Keras 2 golden output. No back
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .artifact import read_artifact
+from .artifact import file_sha256, read_artifact
 from .compare import compare_outputs, first_divergent_layer
 from .errors import Exit, InputError, K2to3Error, NotPortable
 from .inputs import input_specs, load_inputs, make_inputs
@@ -46,14 +45,6 @@ class Options:
 
 
 Progress = Callable[[str], None]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def check_paths(opts: Options) -> None:
@@ -115,7 +106,7 @@ def _report_base(opts: Options, artifact: Any, plan: Plan | None) -> dict[str, A
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "input": {
             "path": str(opts.src),
-            "sha256": _sha256(opts.src),
+            "sha256": file_sha256(opts.src),
             "keras_version": artifact.keras_version,
             "saved_backend": artifact.backend,
             "n_weight_tensors": artifact.n_tensors,
@@ -264,7 +255,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     report["backends"] = backends
     report["weight_hashes_agree"] = len(hashes) == 1
     os.replace(tmp_out, opts.out)  # atomic within the output directory
-    report["output"] = {"path": str(opts.out), "sha256": _sha256(opts.out),
+    report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
                         "needs_k2to3_portable": plan.needs_portable,
                         "load": LOAD_INSTRUCTIONS.replace("PATH", repr(str(opts.out))) if plan.needs_portable
                         else f"keras.saving.load_model({str(opts.out)!r})"}
