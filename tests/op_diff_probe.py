@@ -67,7 +67,13 @@ def run_case(entry, case, seed):
         keras.ops.convert_to_tensor(first)
     k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
     k_first, k_kwargs = table.positional_to_keywords(entry, [k_first, *args], k_kwargs)
-    got = _resolve(keras.ops, entry.keras)(**table.translate(entry, k_first, k_kwargs))
+    if entry.keras.startswith("k2to3."):
+        import k2to3.portable
+
+        target = _resolve(k2to3.portable, entry.keras.split(".", 2)[2])
+    else:
+        target = _resolve(keras.ops, entry.keras)
+    got = target(**table.translate(entry, k_first, k_kwargs))
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     gots = [np.asarray(keras.ops.convert_to_numpy(g)) for g in (got if isinstance(got, (list, tuple)) else [got])]
     if len(refs) != len(gots):

@@ -32,7 +32,7 @@ class LegacyArtifact:
     path: Path
     keras_version: str | None
     backend: str | None
-    model_config: dict[str, Any]
+    model_config: dict[str, Any] | None  # None for a weights-only file (save_weights)
     training_config: dict[str, Any] | None
     layer_names: list[str]  # model_weights layer order as Keras 2 saved it
     weights: dict[str, list[WeightEntry]]  # layer group -> entries in weight_names order
@@ -91,7 +91,18 @@ def _names_attr(group: Any, key: str) -> list[str]:
     return names
 
 
-def read_artifact(path: str | Path) -> LegacyArtifact:
+def _weights(f: Any) -> tuple[list[str], dict[str, list[WeightEntry]]]:
+    wroot = f["model_weights"] if "model_weights" in f else f
+    layer_names = _names_attr(wroot, "layer_names")
+    weights: dict[str, list[WeightEntry]] = {}
+    for lname in layer_names:
+        g = wroot[lname]
+        weights[lname] = [WeightEntry(lname, wname, tuple(int(s) for s in g[wname].shape), str(g[wname].dtype),
+                                      g[wname].name) for wname in _names_attr(g, "weight_names")]
+    return layer_names, weights
+
+
+def read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArtifact:
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file", hint="check the path")
@@ -121,7 +132,7 @@ def read_artifact(path: str | Path) -> LegacyArtifact:
             hint="copy the file again from its source",
         ) from None
     try:
-        return _read_open(p, f)
+        return _read_open(p, f, weights_only_ok)
     except (OSError, KeyError, RuntimeError) as exc:
         raise InputError(
             f"{p}: HDF5 file is truncated or corrupt ({type(exc).__name__})",
@@ -131,9 +142,14 @@ def read_artifact(path: str | Path) -> LegacyArtifact:
         f.close()
 
 
-def _read_open(p: Path, f: Any) -> LegacyArtifact:
+def _read_open(p: Path, f: Any, weights_only_ok: bool = False) -> LegacyArtifact:
     if "model_config" not in f.attrs:
-        if "layer_names" in f.attrs or "layer_names0" in f.attrs:
+        weights_only = "layer_names" in f.attrs or "layer_names0" in f.attrs
+        if weights_only and weights_only_ok:
+            return LegacyArtifact(p, _attr_text(f.attrs["keras_version"]) if "keras_version" in f.attrs else None,
+                                  _attr_text(f.attrs.get("backend", b"")) or None, None, None,
+                                  *_weights(f))
+        if weights_only:
             raise NotPortable(
                 f"{p}: a weights-only HDF5 file (saved with save_weights); it has no model config",
                 hint="convert needs the model's source: k2to3 convert FILE --src module.py:build_fn",
@@ -156,17 +172,7 @@ def _read_open(p: Path, f: Any) -> LegacyArtifact:
     extra = sorted(k for k in f.attrs if k not in known)
     # Keras 2 writes weights under model_weights; very old files put layer groups at the root.
     wroot = f["model_weights"] if "model_weights" in f else f
-    layer_names = _names_attr(wroot, "layer_names")
-    weights: dict[str, list[WeightEntry]] = {}
-    for lname in layer_names:
-        g = wroot[lname]
-        entries = []
-        for wname in _names_attr(g, "weight_names"):
-            ds = g[wname]
-            entries.append(
-                WeightEntry(lname, wname, tuple(int(s) for s in ds.shape), str(ds.dtype), ds.name)
-            )
-        weights[lname] = entries
+    layer_names, weights = _weights(f)
     n_opt = 0
     if "optimizer_weights" in f:
         n_opt = len(_names_attr(f["optimizer_weights"], "weight_names"))

@@ -36,6 +36,9 @@ def _fail(exc: K2to3Error) -> None:
         "  k2to3 convert legacy.h5 -o model.keras\n\n"
         "  k2to3 convert legacy.h5 -o model.keras --backends tensorflow,jax --report-dir reports/\n\n"
         "  k2to3 convert legacy.h5 -o model.keras --input batch.npz --rtol 1e-4 --atol 1e-5 --json\n\n"
+        "  k2to3 convert lambdas.h5 --src train.py -o model.keras   (Lambda / custom code from the source; "
+        "writes model_k3.py beside model.keras)\n\n"
+        "  k2to3 convert weights.h5 --src model.py:build_model -o model.keras   (a save_weights file)\n\n"
         "Exit codes: 0 parity on every backend, 1 mismatch, 2 usage or input error, 3 not portable, "
         "4 internal error."
     )
@@ -52,6 +55,13 @@ def convert(
     backends: Annotated[str, typer.Option(help="Backends to verify on, comma-separated.")] = "tensorflow,torch,jax",
     force: Annotated[bool, typer.Option("--force", help="Replace OUTPUT if it exists.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    src_files: Annotated[list[str] | None, typer.Option(
+        "--src", help="Python source that defines the model's Lambda functions, custom layers, activations or "
+        "losses (repeatable; never run, definitions are extracted). FILE.py:FUNCTION names the build function "
+        "of a weights-only file.")] = None,
+    trust_bytecode: Annotated[bool, typer.Option(
+        "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
+        "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
 ) -> None:
     """Convert a legacy Keras 2 HDF5 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
@@ -59,7 +69,8 @@ def convert(
     from .report import write
 
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
-                   backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force)
+                   backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
+                   sources=tuple(src_files or ()), trust_bytecode=trust_bytecode)
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:
@@ -68,7 +79,8 @@ def convert(
         write(exc.report, rdir)
         for f in exc.report["findings"]:
             if f["severity"] == "error":
-                err.print(f"  {f['code']} layer '{f['layer']}': {f['message']}", highlight=False)
+                where = f"layer '{f['layer']}': " if f["layer"] else ""
+                err.print(f"  {f['code']} {where}{f['message']}", highlight=False)
         _fail(exc)
     except K2to3Error as exc:
         _fail(exc)

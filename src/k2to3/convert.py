@@ -21,6 +21,8 @@ from .artifact import file_sha256, read_artifact
 from .compare import compare_outputs, first_divergent_layer
 from .errors import Exit, InputError, K2to3Error, NotPortable
 from .inputs import input_specs, load_inputs, make_inputs
+from .source.extract import index_sources
+from .source.hoist import Resolution, module_name_for, resolve_sources
 from .upgrade import Plan, upgrade
 from .workers.pool import KINDS, Pool, WorkerError
 
@@ -28,7 +30,6 @@ DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
 # Tolerances that fit reduced-precision compute dtypes (the report names the policy found).
 POLICY_TOL = {"mixed_float16": (5e-3, 5e-3), "float16": (5e-3, 5e-3),
               "mixed_bfloat16": (5e-2, 5e-2), "bfloat16": (5e-2, 5e-2)}
-LOAD_INSTRUCTIONS = "import k2to3.portable; keras.saving.load_model(PATH)"
 
 
 @dataclass
@@ -42,6 +43,8 @@ class Options:
     backends: tuple[str, ...] = KINDS
     force: bool = False
     golden: bool = True
+    sources: tuple[str, ...] = ()  # --src FILE or FILE:BUILD_FN (repeatable)
+    trust_bytecode: bool = False
 
 
 Progress = Callable[[str], None]
@@ -65,9 +68,46 @@ def check_paths(opts: Options) -> None:
             pass
     except OSError:
         raise InputError(f"{parent}: output directory is not writable", hint="choose a writable -o path") from None
+    if opts.sources:
+        module = _module_path(opts)
+        if module.exists() and not opts.force:
+            raise InputError(f"{module}: the generated module exists", hint="pass --force to replace it")
+        if any(Path(spec.rsplit(":", 1)[0] if _has_fn(spec) else spec).resolve() == module.resolve()
+               for spec in opts.sources):
+            raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
     for b in opts.backends:
         if b not in KINDS:
             raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")
+
+
+def _has_fn(spec: str) -> bool:
+    head, sep, tail = spec.rpartition(":")
+    return bool(sep) and bool(head) and tail.isidentifier() and not tail.startswith(("\\", "/"))
+
+
+def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
+    """--src values -> (files, build function). `FILE:FUNCTION` names a weights-only file's build function."""
+    files, build_fn = [], None
+    for spec in specs:
+        if _has_fn(spec):
+            path, fn = spec.rsplit(":", 1)
+            if build_fn and build_fn != fn:
+                raise InputError(f"--src {spec}: a second build function (already {build_fn})",
+                                 hint="name one build function")
+            build_fn = fn
+            files.append(Path(path))
+        else:
+            files.append(Path(spec))
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
+        if f.suffix != ".py":
+            raise InputError(f"--src {f}: not a .py file", hint="pass the Python source that builds the model")
+    return files, build_fn
+
+
+def _module_path(opts: Options) -> Path:
+    return opts.out.with_name(module_name_for(opts.out.stem) + ".py")
 
 
 def tolerances(opts: Options, plan: Plan) -> tuple[float, float, str]:
@@ -90,6 +130,9 @@ class Job:
     progress: Progress
     pool: Pool
     work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="k2to3-")))
+    modules: list[str] = field(default_factory=list)  # generated modules every worker imports first
+    golden_args: dict[str, Any] = field(default_factory=dict)
+    build_fn: str | None = None
 
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
@@ -125,12 +168,26 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
 
     Pass a warm `pool` to convert many models without paying the backend imports again."""
     check_paths(opts)
-    artifact = read_artifact(opts.src)
-    plan = upgrade(artifact.model_config, artifact.training_config)
+    files, build_fn = parse_sources(opts.sources)
+    artifact = read_artifact(opts.src, weights_only_ok=build_fn is not None)
+    source = None
+    if files:
+        progress(f"reading {len(files)} source file(s) (definitions only; nothing is run)")
+        source = resolve_sources(index_sources(files), artifact.model_config, artifact.training_config,
+                                 module_name_for(opts.out.stem), build_fn)
+    plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
+        else Plan(model={})
+    if source is not None:
+        plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
+    if opts.trust_bytecode and artifact.model_config:
+        from .bytecode import inspect_lambdas
+
+        plan.findings.extend(inspect_lambdas(artifact.model_config))
     report = _report_base(opts, artifact, plan)
+    report["source"] = _source_report(files, build_fn, source, opts)
     if plan.errors:
         report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
-        first = plan.errors[0]
+        first = (source.errors if source is not None and source.errors else plan.errors)[0]
         raise NotPortableReport(first.line(), report)
     own_pool = pool is None
     if pool is None:
@@ -139,14 +196,50 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         raise InputError(f"the worker pool serves {pool.backends}, not {opts.backends}")
     job = Job(opts, progress, pool)
     tmp_out = _tmp_of(job)
+    tmp_module = tmp_out.with_suffix(".py")
     try:
-        return _run(job, artifact, plan, report, tmp_out)
+        if source is not None:
+            _prepare_source(job, artifact, source, build_fn, tmp_module)
+        return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
         if own_pool:
             pool.close()
-        if tmp_out.exists():
-            tmp_out.unlink()
+        for tmp in (tmp_out, tmp_module):
+            if tmp.exists():
+                tmp.unlink()
         shutil.rmtree(job.work, ignore_errors=True)
+
+
+def _source_report(files: list[Path], build_fn: str | None, source: Resolution | None,
+                   opts: Options) -> dict[str, Any] | None:
+    if source is None:
+        return None
+    return {"files": [str(f) for f in files], "build_fn": build_fn, "module": str(_module_path(opts)),
+            "package": source.package, "objects": source.objects}
+
+
+def _prepare_source(job: Job, artifact: Any, source: Resolution, build_fn: str | None, tmp_module: Path) -> None:
+    """Write the generated modules: the Keras 3 one under its final name in the job directory (workers import
+    it from there) and beside the output (renamed into place with the .keras), the Keras 2 one for the golden."""
+    k3 = job.work / f"{source.module}.py"
+    k3.write_text(source.k3_code)
+    tmp_module.write_text(source.k3_code)
+    k2 = job.work / f"_k2to3_golden_{source.module}.py"
+    k2.write_text(source.k2_code)
+    job.modules = [str(k3)]
+    trusted = False
+    if job.opts.trust_bytecode and artifact.model_config is not None:
+        from .bytecode import loads_here
+
+        trusted = loads_here(artifact.model_config)  # bytecode of another Python cannot serve as the golden
+    job.golden_args = {"k2_module": str(k2), "trust_bytecode": trusted}
+    if build_fn and artifact.model_config is None:  # weights-only: the build function makes the model
+        job.build_fn = build_fn
+        job.golden_args["build_fn"] = build_fn
+    else:
+        cfg = job.work / "golden_config.json"
+        cfg.write_text(json.dumps(source.golden_config(artifact.model_config)))
+        job.golden_args["golden_config"] = str(cfg)
 
 
 class NotPortableReport(NotPortable):
@@ -155,20 +248,31 @@ class NotPortableReport(NotPortable):
         self.report = report
 
 
-def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: Path) -> dict[str, Any]:
+def _inputs(job: Job, plan_model: dict[str, Any], report: dict[str, Any]) -> None:
+    opts = job.opts
+    xs = load_inputs(opts.input_npz, plan_model) if opts.input_npz else make_inputs(plan_model)
+    np.savez(job.npz("inputs"), **{f"in{i}": x for i, x in enumerate(xs)})
+    report["inputs"] = [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
+                         "source": str(opts.input_npz) if opts.input_npz else "seeded"}
+                        for s, x in zip(input_specs(plan_model), xs)]
+
+
+def _model_of_inputs(inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Input specs of a model built by a --src build function, in the plan's form (for make_inputs)."""
+    layers = [{"name": i["name"], "orig_name": i["name"], "class_name": "InputLayer", "inbound_nodes": [],
+               "config": {"batch_shape": i["shape"], "dtype": i["dtype"]}} for i in inputs]
+    return {"kind": "functional", "layers": layers, "inputs": [[i["name"], 0, 0] for i in inputs]}
+
+
+def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: Path,
+         tmp_module: Path | None) -> dict[str, Any]:
     opts, progress = job.opts, job.progress
     t_start = time.perf_counter()
     rtol, atol, tol_source = tolerances(opts, plan)
-    if opts.input_npz:
-        xs = load_inputs(opts.input_npz, plan.model)
-    else:
-        xs = make_inputs(plan.model)
-    np.savez(job.npz("inputs"), **{f"in{i}": x for i, x in enumerate(xs)})
+    if not job.build_fn:
+        _inputs(job, plan.model, report)
     plan_path = job.work / "plan.json"
     plan_path.write_text(json.dumps(plan.to_json()))
-    report["inputs"] = [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
-                         "source": str(opts.input_npz) if opts.input_npz else "seeded"}
-                        for s, x in zip(input_specs(plan.model), xs)]
     report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
 
     # One process per backend. The tensorflow worker builds first (torch and jax wait for the file),
@@ -179,9 +283,12 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     timings: dict[str, float] = {}
     tfw = wp.get("tensorflow")
     try:
-        build = tfw.call("build", plan=str(plan_path), h5=str(opts.src), out=str(tmp_out))
+        build = tfw.call("build", plan=str(plan_path), h5=str(opts.src), out=str(tmp_out), modules=job.modules,
+                         build_fn=job.build_fn)
     except WorkerError as exc:
         raise _as_user_error(exc) from None
+    if job.build_fn:
+        _inputs(job, _model_of_inputs(build["inputs"]), report)
     timings["build_seconds"] = round(build["seconds"], 3)
     progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
              f"{build['ledger']['tensors_expected']} weight tensors; verifying")
@@ -192,14 +299,14 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         for b in opts.backends:
             if b != "tensorflow":
                 futs[b] = pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
-                                      out=job.npz(f"out-{b}"), layers=False)
+                                      out=job.npz(f"out-{b}"), layers=False, modules=job.modules)
 
         def tf_side() -> tuple[dict[str, Any] | None, WorkerError | None]:
             golden, gerr = None, None
             if opts.golden and wp.golden:
                 try:
                     golden = tfw.call("golden", h5=str(opts.src), inputs=job.npz("inputs"),
-                                      out=job.npz("golden"), layers=False)
+                                      out=job.npz("golden"), layers=False, **job.golden_args)
                 except WorkerError as exc:
                     gerr = exc
             return golden, gerr
@@ -208,7 +315,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         if "tensorflow" in opts.backends:
             futs = {"tensorflow": pool.submit(lambda: (fut_golden.result(), tfw.call(
                 "verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz("out-tensorflow"),
-                layers=False))[1]), **futs}
+                layers=False, modules=job.modules))[1]), **futs}
         reference = _reference(job, fut_golden, report)
         results: dict[str, dict[str, Any]] = {}
         for b in opts.backends:
@@ -254,11 +361,16 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     hashes = {v["weight_hash"] for v in backends.values() if "weight_hash" in v}
     report["backends"] = backends
     report["weight_hashes_agree"] = len(hashes) == 1
+    if tmp_module is not None:
+        os.replace(tmp_module, _module_path(opts))
     os.replace(tmp_out, opts.out)  # atomic within the output directory
+    imports = (["import k2to3.portable"] if plan.needs_portable else []) + (
+        [f"import {_module_path(opts).stem}  # {_module_path(opts)}"] if tmp_module is not None else [])
     report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
                         "needs_k2to3_portable": plan.needs_portable,
-                        "load": LOAD_INSTRUCTIONS.replace("PATH", repr(str(opts.out))) if plan.needs_portable
-                        else f"keras.saving.load_model({str(opts.out)!r})"}
+                        "module": str(_module_path(opts)) if tmp_module is not None else None,
+                        "load": "; ".join([i.split("  #")[0] for i in imports]
+                                          + [f"keras.saving.load_model({str(opts.out)!r})"])}
     timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
     report["timings"] = timings
     if any(backends[b]["status"] == "error" for b in backends):
@@ -279,7 +391,11 @@ def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.
         report["reference"] = {"kind": None, "reason": f"tf_keras could not load the file: {exc.message}"}
         job.progress("Keras 2 golden unavailable; using the Keras 3 tensorflow result as reference")
         return None
-    report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"]}
+    args = job.golden_args
+    origin = ("the file's Lambda bytecode (--trust-bytecode)" if args.get("trust_bytecode") else
+              "the --src build function" if args.get("build_fn") else
+              "the --src definitions as written" if args.get("k2_module") else "the file")
+    report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"], "from": origin}
     job.progress("Keras 2 golden output computed with tf_keras")
     return job.load("golden")
 
@@ -295,17 +411,19 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
         if ref_kind == "keras2-tf_keras":
             ref_reply = job.pool.get("tensorflow").call(
                 "golden", h5=str(job.opts.src), inputs=job.npz("inputs"), out=job.npz("golden2"), layers=True,
-                layers_out=job.npz("golden-layers"))
+                layers_out=job.npz("golden-layers"), **job.golden_args)
         else:
             kind = ref_kind.split("-", 1)[1]
             ref_reply = job.pool.get(kind).call("verify", keras=str(_tmp_of(job)), inputs=job.npz("inputs"),
-                                               out=job.npz("ref2"), layers=True, layers_out=job.npz("ref-layers"))
+                                               out=job.npz("ref2"), layers=True, layers_out=job.npz("ref-layers"),
+                                               modules=job.modules)
         ref_layers = dict(zip(ref_reply["layer_names"], job.load(
             "golden-layers" if ref_kind == "keras2-tf_keras" else "ref-layers")))
         inverse = {new: old for old, new in plan.renames.items()}
         for b in bad:
             rep = job.pool.get(b).call("verify", keras=str(_tmp_of(job)), inputs=job.npz("inputs"),
-                                      out=job.npz(f"probe-{b}"), layers=True, layers_out=job.npz(f"layers-{b}"))
+                                      out=job.npz(f"probe-{b}"), layers=True, layers_out=job.npz(f"layers-{b}"),
+                                      modules=job.modules)
             got = dict(zip(rep["layer_names"], job.load(f"layers-{b}")))
             first, rows = first_divergent_layer(rep["layer_names"], got, ref_layers, inverse, rtol, atol)
             backends[b]["first_divergent_layer"] = first

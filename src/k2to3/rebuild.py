@@ -40,7 +40,7 @@ def make_layer(spec: dict[str, Any]) -> keras.layers.Layer:
     if cls is None:
         raise NotPortable(
             f"layer '{spec['orig_name']}': unknown layer class '{cls_name}' (not a Keras 3 layer, no k2to3 rule)",
-            hint="pass the source that defines it with --src (planned), or port it and register it",
+            hint="pass the source that defines it with --src model.py, or port it and register it",
         )
     try:
         return cls.from_config(spec["config"])
@@ -119,7 +119,11 @@ class GraphBuilder:
             else:
                 entry = op_table.lookup(fn)
                 target: Any = keras.ops
-                for part in entry.keras.split("."):
+                parts = entry.keras.split(".")
+                if parts[0] == "k2to3":  # a keras.ops composition k2to3 ships (k2to3.portable)
+                    from . import portable as target
+                    parts = parts[2:]
+                for part in parts:
                     target = getattr(target, part)
                 out = target(**op_table.translate(entry, first, kwargs))
         except op_table.Untranslatable as exc:

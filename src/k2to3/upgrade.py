@@ -85,8 +85,9 @@ def op_node_kwargs(node: Any) -> dict[str, Any]:
 
 
 class Upgrader:
-    def __init__(self) -> None:
+    def __init__(self, source: Any = None) -> None:
         self.rules = rules_mod.layer_rules()
+        self.source = source  # a source.hoist.Resolution when --src was given
         self.plan = Plan(model={})
         self._used_names: set[str] = set()
         self._rename_seen: dict[str, str] = {}
@@ -168,6 +169,17 @@ class Upgrader:
         return obj
 
     def activation(self, value: Any, key: str, layer: str) -> Any:
+        src = self.source
+        if src is not None:
+            name = src.activations.get((layer, key))
+            if name is None:
+                stored = value["config"] if isinstance(value, dict) and value.get("class_name") == "function" \
+                    else value
+                name = src.functions.get(stored) if isinstance(stored, str) else None
+            if name is not None:
+                self.note(self.code("from_source"), "info", f"{key} rebuilt from the source as "
+                          f"{src.registered(name)}", layer)
+                return src.function_config(name)
         for r in self.rules:
             if r.action == "map_value" and key in r.keys and value == r.from_:
                 if r.to_portable:
@@ -177,10 +189,13 @@ class Upgrader:
                     return portable_function(r.to_portable)
                 self.note(r.code, "info", f"{key}='{value}' renamed to '{r.to}'", layer)
                 return r.to
-        if isinstance(value, str) and value not in KERAS3_ACTIVATIONS:
+        stored = value["config"] if isinstance(value, dict) and value.get("class_name") == "function" else value
+        if isinstance(value, dict) and "value" in value:
+            stored = "<lambda>"
+        if isinstance(stored, str) and stored not in KERAS3_ACTIVATIONS and ">" not in stored:
             self.note(self.code("activation_lambda"), "error",
-                      f"{key}='{value}' is a custom or lambda function whose code is not in the file", layer,
-                      "pass the source that defines it with --src (planned)")
+                      f"{key}='{stored}' is a custom or lambda function whose code is not in the file", layer,
+                      "pass the source that defines it with --src model.py")
         return value
 
     # -- one layer config -------------------------------------------------------------------------
@@ -247,7 +262,7 @@ class Upgrader:
         cfg, cls, registered = self.layer_config(cls, inner.get("config", {}), outer)
         if registered is None and cls not in rules_mod.keras3_layers():
             self.note(self.code("unknown_class"), "error", f"unknown inner layer class '{cls}'", outer,
-                      "pass the source that defines it with --src (planned)")
+                      "pass the source that defines it with --src model.py")
         for k in SHAPE_KEYS:
             cfg.pop(k, None)
         if "module" not in inner:
@@ -357,12 +372,25 @@ class Upgrader:
                 layer.get("config", {}).get("layers") and first and first["class_name"] == "InputLayer"
                 and isinstance(raw_cfg, dict) and raw_cfg["layers"][0]["class_name"] == "InputLayer"))
             return spec
+        if cls == "Lambda" and self.source is not None and orig in self.source.lambdas:
+            lam = self.source.lambdas[orig]
+            spec["config"] = {"name": name, "trainable": raw_cfg.get("trainable", True),
+                              "dtype": self.dtype(raw_cfg.get("dtype", "float32"), orig),
+                              "function": self.source.function_config(lam["function"]),
+                              "arguments": lam["arguments"]}
+            self.note(self.code("from_source"), "info", f"Lambda rebuilt from the source ({lam['source']}) as "
+                      f"{self.source.registered(lam['function'])}" + (f" with arguments {lam['arguments']}"
+                                                                        if lam["arguments"] else ""), orig)
+            return spec
         if cls == "Lambda":
             ftype = raw_cfg.get("function_type", "lambda")
+            spec["config"] = raw_cfg
+            if self.source is not None and self.source.errors:
+                return spec  # the --src resolution already said why this Lambda is not rebuilt
             self.note(self.code("lambda"), "error",
                       f"Lambda layer stores its function as {'bytecode' if ftype == 'lambda' else 'a name'};"
                       " k2to3 never runs bytecode from a file", orig,
-                      "pass the model source with --src model.py (planned)")
+                      "pass the model source with --src model.py")
             spec["config"] = raw_cfg
             return spec
         if cls in OP_LAYER_CLASSES:
@@ -372,7 +400,7 @@ class Upgrader:
             code = self.code("tf_op_layer")
             if cls == "TensorFlowOpLayer" or not fn:
                 self.note(code, "error", f"{cls} '{spec['op']}' (a TF 2.0-2.3 raw op node) is not translated", orig,
-                          "re-save the model from TF >= 2.4, or rebuild it with --src (planned)")
+                          "re-save the model from TF >= 2.4, or rebuild it with --src model.py")
                 return spec
             for node in inbound:
                 reason = ops_mod.check(fn, op_node_kwargs(node))
@@ -386,9 +414,13 @@ class Upgrader:
                           + (f" ({entry.safety})" if entry and entry.safety != "safe" else ""), orig)
             return spec
         cfg, cls, registered = self.layer_config(cls, raw_cfg, orig)
+        src_cls = self.source.classes.get(cls.split(">")[-1]) if self.source is not None else None
+        if registered is None and src_cls is not None:
+            registered = self.source.registered(src_cls)
+            self.note(self.code("from_source"), "info", f"class {cls} rebuilt from the source as {registered}", orig)
         if registered is None and cls not in rules_mod.keras3_layers():
             self.note(self.code("unknown_class"), "error", f"unknown layer class '{cls}' (not a Keras 3 layer, "
-                      "no k2to3 rule)", orig, "pass the source that defines it with --src (planned), or port it "
+                      "no k2to3 rule)", orig, "pass the source that defines it with --src model.py, or port it "
                       "and register it with keras.saving.register_keras_serializable")
         cfg["name"] = name
         for k in SHAPE_KEYS:
@@ -458,8 +490,13 @@ class TrainingConfig:
             name = LOSS_ALIASES.get(loss, loss)
             if name in KERAS3_LOSSES:
                 return name
+            src = self.up.source
+            if src is not None and loss in src.functions:
+                self.up.note(self.up.code("from_source"), "info",
+                             f"loss '{loss}' rebuilt from the source as {src.registered(src.functions[loss])}")
+                return src.function_config(src.functions[loss])
             self.warn(f"loss '{loss}' is a custom function; compile config saved without it",
-                      "recompile after loading, or pass the source with --src (planned)")
+                      "recompile after loading, or pass the source with --src model.py")
             return None
         if isinstance(loss, dict) and "class_name" in loss:
             cls = loss["class_name"]
@@ -478,6 +515,9 @@ class TrainingConfig:
         return None
 
     def metric(self, m: Any) -> Any:
+        src = self.up.source
+        if isinstance(m, str) and src is not None and m in src.functions:
+            return src.function_config(src.functions[m])
         if isinstance(m, str):
             name = LOSS_ALIASES.get(m, m)
             return name if name in METRIC_NAMES else None
@@ -526,8 +566,10 @@ class TrainingConfig:
         return out
 
 
-def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None = None) -> Plan:
-    up = Upgrader()
+def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None = None,
+            source: Any = None) -> Plan:
+    """`source` is the Resolution of --src files (k2to3.source.hoist), or None."""
+    up = Upgrader(source)
     cfg = up.tensorshape(model_config)
     cls = cfg.get("class_name")
     if cls not in MODEL_CLASSES:

@@ -114,7 +114,7 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
         out = ops.translate(entry, first, kwargs)
     except ops.Untranslatable as exc:
         return Verdict(bad, f"{shown}: {exc}")
-    target = "keras.ops." + entry.keras
+    target = entry.keras if entry.keras.startswith("k2to3.") else "keras.ops." + entry.keras
     args: list[tuple[str | None, Any]] = [(None, out.pop(entry.first))]
     order = [*entry.params[1:len(positional)], *keywords]
     for k in order:  # the caller's arguments in their order, then the defaults made explicit

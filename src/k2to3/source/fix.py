@@ -107,7 +107,10 @@ class FixCommand(VisitorBasedCodemodCommand):
             node = by_id.get(id(val.node), val.node) if isinstance(val, Expr) else _literal(val)
             eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
             args.append(cst.Arg(value=node) if kw is None else cst.Arg(value=node, keyword=cst.Name(kw), equal=eq))
-        AddImportsVisitor.add_needed_import(self.context, "keras")
+        if v.target.startswith("k2to3."):  # a keras.ops composition k2to3 ships (k2to3.portable)
+            AddImportsVisitor.add_needed_import(self.context, v.target.rsplit(".", 1)[0])
+        else:
+            AddImportsVisitor.add_needed_import(self.context, "keras")
         self.changed += 1
         return updated.with_changes(func=_dotted(v.target), args=args)
 

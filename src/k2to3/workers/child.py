@@ -102,6 +102,27 @@ def _tf_flatten(x: Any) -> list[Any]:
     return tf.nest.flatten(x)
 
 
+def _import_module(path: str) -> Any:
+    """Import a generated module by path under its file name (what a user does with `import model_k3`), so
+    the objects it registers are there before a model is built or loaded. Re-executed on every job: a warm
+    worker may see a new version of the same module."""
+    import importlib.util
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise K2to3Error(f"{path}: cannot import the generated module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import_modules(req: dict[str, Any]) -> None:
+    for path in req.get("modules") or []:
+        _import_module(path)
+
+
 def op_build(req: dict[str, Any]) -> dict[str, Any]:
     keras = _k3()
     from ..artifact import read_artifact
@@ -109,11 +130,16 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
     from ..weights import restore
 
     t0 = time.perf_counter()
+    _import_modules(req)
     with open(req["plan"]) as fh:
         plan = json.load(fh)
-    artifact = read_artifact(req["h5"])
+    artifact = read_artifact(req["h5"], weights_only_ok=bool(req.get("build_fn")))
     with _constant_initializers(keras):  # every variable is then restored, and the ledger proves it
-        model = build_model(plan)
+        if req.get("build_fn"):
+            model = _call_build_fn(keras, req)
+            plan["renames"] = _renames_by_order(model, artifact)
+        else:
+            model = build_model(plan)
     ledger = restore(model, artifact, plan["renames"])
     if not ledger.complete:
         raise K2to3Error(
@@ -126,12 +152,34 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         warnings.extend(_compile(keras, model, plan["compile"]))
     model.save(req["out"])
     return {
+        "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
+                    "dtype": str(t.dtype)} for t in model.inputs],
         "ledger": ledger.to_dict(),
         "weight_hash": weight_hash([np.asarray(w.numpy()) for w in model.weights]),
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
     }
+
+
+def _call_build_fn(keras: Any, req: dict[str, Any]) -> Any:
+    module = sys.modules[os.path.splitext(os.path.basename(req["modules"][0]))[0]]
+    model = getattr(module, req["build_fn"])()
+    if not isinstance(model, keras.Model):
+        raise K2to3Error(f"{req['build_fn']}() returned {type(model).__name__}, not a keras Model",
+                         hint="pass a function that builds and returns the model")
+    return model
+
+
+def _renames_by_order(model: Any, artifact: Any) -> dict[str, str]:
+    """A weights-only file names its layers as Keras 2 numbered them in the process that saved it; Keras 2's
+    load_weights matched layers with weights by order, and so does this (file layer -> model layer)."""
+    file_layers = [n for n in artifact.layer_names if artifact.weights.get(n)]
+    model_layers = [layer.name for layer in model.layers if layer.weights]
+    if len(file_layers) != len(model_layers):
+        raise K2to3Error(f"the weights file has {len(file_layers)} layers with weights, the model built by the "
+                         f"source has {len(model_layers)}", hint="pass the build function that made these weights")
+    return {f: m for f, m in zip(file_layers, model_layers) if f != m}
 
 
 def _compile(keras: Any, model: Any, cfg: dict[str, Any]) -> list[str]:
@@ -172,6 +220,7 @@ def _constant_initializers(keras: Any):
 
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     keras = _k3()
+    _import_modules(req)
     t0 = time.perf_counter()
     with _constant_initializers(keras):
         model = keras.saving.load_model(req["keras"], safe_mode=True)
@@ -220,12 +269,49 @@ def _tf_keras_objects() -> dict[str, Any]:
 
     return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth}
 
+def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
+    """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
+    user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
+    bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""
+    objects = _tf_keras_objects()
+    if req.get("k2_module"):
+        objects.update(_import_module(req["k2_module"]).K2TO3_OBJECTS)
+
+    class K2to3GoldenLambda(tf_keras.layers.Lambda):
+        """A Lambda whose config names its function (a Keras 2 module object), never bytecode."""
+
+        @classmethod
+        def from_config(cls, config, custom_objects=None):
+            config = dict(config)
+            fn = config.pop("function")
+            return cls(fn if callable(fn) else objects[fn], **config)
+
+    objects["K2to3GoldenLambda"] = K2to3GoldenLambda
+    if req.get("build_fn"):
+        model = objects[req["build_fn"]]()
+        model.load_weights(req["h5"])
+        return model
+    if req.get("trust_bytecode"):
+        return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects, safe_mode=False)
+    if req.get("golden_config"):
+        import h5py
+        from tf_keras.src.saving.legacy import hdf5_format
+
+        with open(req["golden_config"]) as fh:
+            config = json.load(fh)
+        model = tf_keras.models.model_from_config(config, custom_objects=objects)
+        with h5py.File(req["h5"], "r") as f:
+            hdf5_format.load_weights_from_hdf5_group(f["model_weights"] if "model_weights" in f else f, model)
+        return model
+    return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
+
+
 def op_golden(req: dict[str, Any]) -> dict[str, Any]:
     import tf_keras
 
     tf_keras.utils.set_random_seed(SEED)
     t0 = time.perf_counter()
-    model = tf_keras.models.load_model(req["h5"], compile=False, custom_objects=_tf_keras_objects())
+    model = _golden_model(tf_keras, req)
     t_load = time.perf_counter() - t0
     xs = _load_inputs(req["inputs"])
     outs = [np.asarray(t) for t in _tf_flatten(model(_model_input(xs), training=False))]

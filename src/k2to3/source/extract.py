@@ -1,0 +1,373 @@
+"""Index `--src` files without running them: module-level definitions (functions, classes, lambdas bound to
+names, constants, imports), what each one references, and the call sites that create Lambda layers or pass
+a lambda as an activation. Stdlib `ast` and `symtable` only; nothing in the files is executed."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import symtable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .classify import LAMBDA, keras_name
+from .lint import collect_aliases, dotted
+
+BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__"}
+# Values a constant's expression may contain: literals, names of other constants, arithmetic.
+_STATIC = (ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Dict,
+           ast.operator, ast.unaryop, ast.Set)
+
+
+@dataclass
+class Definition:
+    name: str
+    kind: str  # function | class | lambda | constant | import | loopvar
+    path: Path
+    line: int
+    code: str  # the statement's source (an import: just this name's import)
+    deps: set[str] = field(default_factory=set)  # module-level names it references
+    order: int = 0
+    value: Any = None  # loopvar: the value the name holds after the loop (static iterables only)
+    args: list[str] = field(default_factory=list)  # function / lambda parameters
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class Site:
+    """A call that creates a Lambda layer, or passes a lambda as a layer's activation."""
+
+    kind: str  # "Lambda" | "activation"
+    path: Path
+    line: int
+    func: ast.expr  # ast.Lambda, or a Name of a function
+    func_code: str
+    name: str | None  # literal name= of the layer
+    argument_keys: frozenset[str] | None  # keys of a literal arguments= dict; None: no arguments=
+    arguments_static: bool  # arguments= is a dict literal / dict(...) with literal keys
+    has_output_shape: bool
+    layer_class: str | None
+    frees: tuple[str, ...]  # names bound in an enclosing function (closure cells, sorted as CPython does)
+    globals_: frozenset[str]  # module-level names the function body references
+    loop_vars: frozenset[str]  # frees or globals that are targets of an enclosing for loop
+    params: list[str]
+    order: int
+    owner: str | None = None  # the module-level function the call is in (None: module level)
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def identity(self) -> tuple[Any, ...]:
+        if isinstance(self.func, ast.Name):
+            return ("def", self.func.id)
+        return ("site", str(self.path), self.line, self.func.col_offset)
+
+
+@dataclass
+class SourceIndex:
+    paths: list[Path]
+    defs: dict[str, Definition] = field(default_factory=dict)
+    dynamic: dict[str, str] = field(default_factory=dict)  # name -> path:line of a run-time assignment
+    sites: list[Site] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    texts: dict[Path, str] = field(default_factory=dict)
+    counter: int = 0
+    calls: dict[str, set[str]] = field(default_factory=dict)  # module-level function -> names it calls
+    literal_names: dict[str, set[str]] = field(default_factory=dict)  # function -> its name="..." literals
+
+    def reachable(self, fn: str) -> set[str]:
+        """Module-level functions `fn` calls, directly or not (by name), and `fn` itself."""
+        seen, todo = set(), [fn]
+        while todo:
+            f = todo.pop()
+            if f in seen or f not in self.calls:
+                continue
+            seen.add(f)
+            todo.extend(self.calls[f])
+        return seen
+
+    def closure(self, roots: set[str]) -> tuple[list[Definition], dict[str, str]]:
+        """Definitions needed by `roots` (transitively), in source order, and the unresolved names
+        (name -> why)."""
+        seen: set[str] = set()
+        missing: dict[str, str] = {}
+        todo = list(roots)
+        while todo:
+            n = todo.pop()
+            if n in seen or n in BUILTINS:
+                continue
+            seen.add(n)
+            d = self.defs.get(n)
+            if d is None:
+                missing[n] = (f"is assigned by running code at {self.dynamic[n]}" if n in self.dynamic
+                              else "is not defined or imported at module level in the --src files")
+                continue
+            todo.extend(d.deps)
+        out = sorted((self.defs[n] for n in seen if n in self.defs), key=lambda d: d.order)
+        return out, missing
+
+
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    return "".join(lines[start - 1: node.end_lineno])
+
+
+def _static(node: ast.expr, known: set[str]) -> bool:
+    return all(isinstance(n, _STATIC) and (not isinstance(n, ast.Name) or n.id in known) for n in ast.walk(node))
+
+
+def _static_iter(node: ast.expr, known_values: dict[str, Any]) -> list[Any] | None:
+    """Values of a for loop's iterable when static: range(...) of constants, a literal list or tuple."""
+    try:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+            args = [_eval_const(a, known_values) for a in node.args]
+            return list(range(*args))
+        return list(_eval_const(node, known_values))
+    except Exception:  # not static: the caller reports it
+        return None
+
+
+def _eval_const(node: ast.expr, known_values: dict[str, Any]) -> Any:
+    if not _static(node, set(known_values)):
+        raise ValueError("not static")
+    code = compile(ast.Expression(node), "<const>", "eval")
+    return eval(code, {"__builtins__": {}}, dict(known_values))  # literals and arithmetic only (checked above)
+
+
+def _table_globals(table: symtable.SymbolTable) -> set[str]:
+    """Module-level names referenced by a function/class table and every table nested in it."""
+    out: set[str] = set()
+    for sym in table.get_symbols():
+        if sym.is_global() and sym.is_referenced():
+            out.add(sym.get_name())
+        elif table.get_type() == "class" and sym.is_referenced() and not sym.is_assigned():
+            out.add(sym.get_name())
+    for child in table.get_children():
+        out |= _table_globals(child)
+    return out
+
+
+def _tables_by_line(table: symtable.SymbolTable, acc: dict[tuple[str, int], list[symtable.SymbolTable]]) -> None:
+    for child in table.get_children():
+        acc.setdefault((child.get_name(), child.get_lineno()), []).append(child)
+        _tables_by_line(child, acc)
+
+
+class _Indexer:
+    def __init__(self, index: SourceIndex, path: Path, text: str):
+        self.index, self.path, self.text = index, path, text
+        self.lines = text.splitlines(keepends=True)
+        try:
+            self.tree = ast.parse(text, filename=str(path))
+            self.table = symtable.symtable(text, str(path), "exec")
+        except SyntaxError as exc:
+            raise InputError(f"{path}:{exc.lineno}: syntax error in --src file ({exc.msg})",
+                             hint="fix the file or pass another --src") from None
+        self.aliases = collect_aliases(self.tree)
+        self.tables: dict[tuple[str, int], list[symtable.SymbolTable]] = {}
+        _tables_by_line(self.table, self.tables)
+        self.consts: dict[str, Any] = {}
+
+    def add(self, d: Definition) -> None:
+        if d.name in self.index.defs and self.index.defs[d.name].path != d.path:
+            self.index.notes.append(f"'{d.name}' is defined in {self.index.defs[d.name].where} and {d.where}; "
+                                    "the first is used")
+            return
+        self.index.counter += 1
+        d.order = self.index.counter
+        self.index.defs[d.name] = d
+        self.index.dynamic.pop(d.name, None)
+
+    def table_of(self, kind: str, node: ast.AST) -> symtable.SymbolTable | None:
+        name = "lambda" if kind == "lambda" else getattr(node, "name", "")
+        cands = self.tables.get((name, node.lineno), [])
+        return cands[0] if cands else None
+
+    def run(self) -> None:
+        for stmt in self.tree.body:
+            self.statement(stmt)
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                calls, names = set(), set()
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.Call):
+                        if isinstance(n.func, ast.Name):
+                            calls.add(n.func.id)
+                        for k in n.keywords:
+                            if k.arg == "name" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str):
+                                names.add(k.value.value)
+                self.index.calls[stmt.name] = calls
+                self.index.literal_names[stmt.name] = names
+        _SiteVisitor(self).visit(self.tree)
+
+    def statement(self, stmt: ast.stmt) -> None:
+        where = f"{self.path}:{stmt.lineno}"
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self.imports(stmt)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
+            table = self.table_of(kind, stmt)
+            deps = _table_globals(table) if table else set()
+            deps |= {n.id for d in getattr(stmt, "decorator_list", []) for n in ast.walk(d) if isinstance(n, ast.Name)}
+            if isinstance(stmt, ast.ClassDef):
+                deps |= {n.id for b in stmt.bases + [k.value for k in stmt.keywords] for n in ast.walk(b)
+                         if isinstance(n, ast.Name)}
+            args = [a.arg for a in stmt.args.args] if kind == "function" else []
+            self.add(Definition(stmt.name, kind, self.path, stmt.lineno, _segment(self.lines, stmt), deps - {stmt.name},
+                                args=args))
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if len(names) != 1 or len(targets) != 1:
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            self.index.dynamic[n.id] = where
+                return
+            name, value = names[0], stmt.value
+            if isinstance(value, ast.Lambda):
+                table = self.table_of("lambda", value)
+                self.add(Definition(name, "lambda", self.path, stmt.lineno, _segment(self.lines, stmt),
+                                    _table_globals(table) if table else set(), args=[a.arg for a in value.args.args]))
+            elif _static(value, set(self.consts)):
+                self.consts[name] = _eval_const(value, self.consts)
+                deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
+            else:
+                self.index.dynamic[name] = where
+                self.index.defs.pop(name, None)
+        elif isinstance(stmt, ast.For):
+            values = _static_iter(stmt.iter, self.consts)
+            if isinstance(stmt.target, ast.Name) and values:
+                # Python binds late: after the loop the name holds the last value, which is what a lambda
+                # referencing it as a global sees when the model runs.
+                self.consts[stmt.target.id] = values[-1]
+                code = f"{stmt.target.id} = {values[-1]!r}  # value after the loop at line {stmt.lineno}\n"
+                self.add(Definition(stmt.target.id, "loopvar", self.path, stmt.lineno, code, value=values[-1]))
+            else:
+                for n in ast.walk(stmt.target):
+                    if isinstance(n, ast.Name):
+                        self.index.dynamic[n.id] = where
+        elif isinstance(stmt, ast.If) and _is_main_guard(stmt):
+            return  # the script part: never part of what a model needs
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            for s in stmt.body:  # `try: import x` / `if TF2: import ...`: the first branch's imports
+                if isinstance(s, (ast.Import, ast.ImportFrom)):
+                    self.imports(s)
+
+    def imports(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.level or stmt.module is None):
+            for a in stmt.names:
+                self.index.dynamic[a.asname or a.name] = f"{self.path}:{stmt.lineno} (a relative import)"
+            return
+        for a in stmt.names:
+            if a.name == "*":
+                continue
+            if isinstance(stmt, ast.Import):
+                bound = a.asname or a.name.split(".")[0]
+                code = f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            else:
+                bound = a.asname or a.name
+                code = f"from {stmt.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
+            self.add(Definition(bound, "import", self.path, stmt.lineno, code + "\n"))
+
+
+def _is_main_guard(stmt: ast.If) -> bool:
+    t = stmt.test
+    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__")
+
+
+class _SiteVisitor(ast.NodeVisitor):
+    def __init__(self, ix: _Indexer):
+        self.ix = ix
+        self.loops: list[set[str]] = []
+        self.owner: str | None = None
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        if self.owner is None and node in self.ix.tree.body:
+            self.owner = node.name
+            self.generic_visit(node)
+            self.owner = None
+        else:
+            self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_If(self, node: ast.If) -> None:
+        if self.ix.tree.body and node in self.ix.tree.body and _is_main_guard(node):
+            return
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.loops.append({n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)})
+        self.generic_visit(node)
+        self.loops.pop()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        q = self.ix.aliases.resolve(dotted(node.func))
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        name = kw.get("name")
+        lit_name = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None
+        cls = keras_name(q) if q else None
+        if cls == LAMBDA or (q is None and dotted(node.func) in ("Lambda", "layers.Lambda")):
+            func = node.args[0] if node.args else kw.get("function")
+            if func is not None:
+                self.site("Lambda", node, func, lit_name, kw, "Lambda")
+        elif "activation" in kw and isinstance(kw["activation"], ast.Lambda):
+            owner_cls = (cls or dotted(node.func) or "").split(".")[-1]
+            self.site("activation", node, kw["activation"], lit_name, kw, owner_cls)
+        elif cls == "keras.layers.Activation" and node.args and isinstance(node.args[0], ast.Lambda):
+            self.site("activation", node, node.args[0], lit_name, kw, "Activation")
+        self.generic_visit(node)
+
+    def site(self, kind: str, call: ast.Call, func: ast.expr, name: str | None, kw: dict[str, ast.expr],
+             layer_class: str) -> None:
+        args = kw.get("arguments")
+        keys: frozenset[str] | None = None
+        static = True
+        if args is not None:
+            if isinstance(args, ast.Dict) and all(isinstance(k, ast.Constant) for k in args.keys):
+                keys = frozenset(str(k.value) for k in args.keys)  # type: ignore[union-attr]
+            elif isinstance(args, ast.Call) and dotted(args.func) == "dict" and not args.args:
+                keys = frozenset(k.arg for k in args.keywords if k.arg)
+            else:
+                keys, static = frozenset(), False
+        frees: tuple[str, ...] = ()
+        globals_: set[str] = set()
+        params: list[str] = []
+        if isinstance(func, ast.Lambda):
+            table = self.ix.table_of("lambda", func)
+            if table is not None:
+                frees = tuple(sorted(table.get_frees()))
+                globals_ = _table_globals(table)
+            params = [a.arg for a in func.args.args]
+        elif isinstance(func, ast.Name):
+            globals_ = {func.id}
+        loop_names = set().union(*self.loops) if self.loops else set()
+        self.ix.index.sites.append(Site(
+            kind=kind, path=self.ix.path, line=call.lineno, func=func,
+            func_code=ast.get_source_segment(self.ix.text, func) or "", name=name,
+            argument_keys=keys, arguments_static=static, has_output_shape="output_shape" in kw,
+            layer_class=layer_class, frees=frees, globals_=frozenset(globals_),
+            loop_vars=frozenset((set(frees) | globals_) & loop_names), params=params,
+            order=len(self.ix.index.sites), owner=self.owner))
+
+
+def index_sources(paths: list[Path]) -> SourceIndex:
+    index = SourceIndex(paths=list(paths))
+    for p in paths:
+        if not p.is_file():
+            raise InputError(f"{p}: --src file not found", hint="pass the Python file that defines the model")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{p}: cannot read --src file ({exc})") from None
+        index.texts[p] = text
+        _Indexer(index, p, text).run()
+    return index
