@@ -55,11 +55,76 @@ class LegacyArtifact:
 
 
 def file_sha256(path: Path) -> str:
+    """sha256 of a file; of a directory (SavedModel), over its files' relative paths and contents."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
+    files = sorted(q for q in Path(path).rglob("*") if q.is_file()) if Path(path).is_dir() else [Path(path)]
+    for f in files:
+        if Path(path).is_dir():
+            h.update(str(f.relative_to(path)).encode() + b"\0")
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
     return h.hexdigest()
+
+
+def _protobuf_fields(buf: bytes):
+    """(field number, value) of a serialized protobuf message: varints and length-delimited values only
+    (what keras_metadata.pb uses); enough to read it without the protobuf package."""
+    i = 0
+    while i < len(buf):
+        key, i = _varint(buf, i)
+        wire = key & 7
+        if wire == 0:
+            value, i = _varint(buf, i)
+        elif wire == 2:
+            n, i = _varint(buf, i)
+            value, i = buf[i:i + n], i + n
+        elif wire in (1, 5):
+            n = 8 if wire == 1 else 4
+            value, i = buf[i:i + n], i + n
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+        yield key >> 3, value
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return result, i
+
+
+def read_keras_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
+    """(model config, keras version, format) of a tf.keras `.keras` archive or a Keras SavedModel directory,
+    read as data: config.json from the zip, the root object's metadata from keras_metadata.pb."""
+    kind = sniff(path)
+    try:
+        if kind == "zip":
+            with zipfile.ZipFile(path) as z:
+                config = json.loads(z.read("config.json"))
+                meta = json.loads(z.read("metadata.json")) if "metadata.json" in z.namelist() else {}
+            return config, meta.get("keras_version"), "keras archive"
+        if kind == "savedmodel":
+            meta_path = path / "keras_metadata.pb"
+            if not meta_path.is_file():
+                raise NotPortable(f"{path}: a SavedModel without keras_metadata.pb (written by tf.saved_model.save, "
+                                  "not Keras): it has no layers to rebuild",
+                                  hint="re-save the model from Keras 2 with model.save('model.h5')")
+            for field_no, node in _protobuf_fields(meta_path.read_bytes()):
+                obj = dict(_protobuf_fields(node)) if field_no == 1 else {}
+                if obj.get(3) == b"root":
+                    meta = json.loads(obj[5])
+                    config = meta.get("model_config") or {"class_name": meta["class_name"], "config": meta["config"]}
+                    return config, meta.get("keras_version"), "SavedModel"
+            raise InputError(f"{path}: keras_metadata.pb has no root object", hint="re-save the model")
+    except (KeyError, ValueError, IndexError, zipfile.BadZipFile, OSError) as exc:
+        raise InputError(f"{path}: unreadable Keras {kind} ({type(exc).__name__}: {str(exc)[:80]})",
+                         hint="copy it again from its source") from None
+    raise InputError(f"{path}: not a Keras archive or SavedModel")
 
 
 def sniff(path: Path) -> str:

@@ -122,7 +122,8 @@ def _summary(report: dict) -> None:
     n_info = len(report["findings"]) - len(changed)
     out.print(f"{n_info} config fixes applied; {len(changed)} warnings", highlight=False)
     for f in changed:
-        out.print(f"  {f['code']} {f['severity']}: {f['message']}", highlight=False)
+        where = f"layer '{f['layer']}': " if f.get("layer") else ""
+        out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)
     led = report["ledger"]
     out.print(f"weights: {led['tensors_restored']}/{led['tensors_expected']} tensors restored; "
               f"verdict: [bold]{report['verdict']}[/]; load with: {report['output']['load']}", highlight=False)

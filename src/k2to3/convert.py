@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from . import __version__
-from .artifact import file_sha256, read_artifact
+from .artifact import file_sha256, read_artifact, read_keras_config, sniff
 from .compare import compare_outputs, first_divergent_layer
 from .errors import Exit, InputError, K2to3Error, NotPortable
 from .inputs import input_specs, load_inputs, make_inputs
 from .source.extract import index_sources
-from .source.hoist import Resolution, module_name_for, resolve_sources
+from .source.hoist import Resolution, collect_needs, module_name_for, resolve_sources
 from .upgrade import Plan, upgrade
 from .workers.pool import KINDS, Pool, WorkerError
 
@@ -130,6 +130,7 @@ class Job:
     progress: Progress
     pool: Pool
     work: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="k2to3-")))
+    h5: Path | None = None  # the Keras 2 HDF5 to read (the input, or an archive re-saved as HDF5)
     modules: list[str] = field(default_factory=list)  # generated modules every worker imports first
     golden_args: dict[str, Any] = field(default_factory=dict)
     build_fn: str | None = None
@@ -169,45 +170,96 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
     Pass a warm `pool` to convert many models without paying the backend imports again."""
     check_paths(opts)
     files, build_fn = parse_sources(opts.sources)
-    artifact = read_artifact(opts.src, weights_only_ok=build_fn is not None)
-    source = None
+    index = index_sources(files) if files else None
     if files:
-        progress(f"reading {len(files)} source file(s) (definitions only; nothing is run)")
-        source = resolve_sources(index_sources(files), artifact.model_config, artifact.training_config,
-                                 module_name_for(opts.out.stem), build_fn)
-    plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
-        else Plan(model={})
-    if source is not None:
-        plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
-    if opts.trust_bytecode and artifact.model_config:
-        from .bytecode import inspect_lambdas
+        progress(f"read {len(files)} source file(s): definitions only, nothing is run")
+    pools = {"pool": pool}
 
-        plan.findings.extend(inspect_lambdas(artifact.model_config))
-    report = _report_base(opts, artifact, plan)
-    report["source"] = _source_report(files, build_fn, source, opts)
-    if plan.errors:
-        report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
-        first = (source.errors if source is not None and source.errors else plan.errors)[0]
-        raise NotPortableReport(first.line(), report)
-    own_pool = pool is None
-    if pool is None:
-        pool = Pool(opts.backends, golden=opts.golden)
-    elif set(opts.backends) - set(pool.backends):
-        raise InputError(f"the worker pool serves {pool.backends}, not {opts.backends}")
-    job = Job(opts, progress, pool)
-    tmp_out = _tmp_of(job)
-    tmp_module = tmp_out.with_suffix(".py")
+    def get_pool() -> Pool:
+        if pools["pool"] is None:
+            pools["pool"] = Pool(opts.backends, golden=opts.golden)
+        elif set(opts.backends) - set(pools["pool"].backends):
+            raise InputError(f"the worker pool serves {pools['pool'].backends}, not {opts.backends}")
+        return pools["pool"]
+
+    work = Path(tempfile.mkdtemp(prefix="k2to3-"))
+    tmp_out = tmp_module = None
     try:
+        h5, bridged = opts.src, None
+        if sniff(opts.src) in ("zip", "savedmodel"):
+            h5, bridged = _bridge(opts, index, work, get_pool, progress)
+        artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
+        source = None
+        if index is not None:
+            source = resolve_sources(index, artifact.model_config, artifact.training_config,
+                                     module_name_for(opts.out.stem), build_fn)
+        plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
+            else Plan(model={})
+        if source is not None:
+            plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
+            plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
+        if opts.trust_bytecode and artifact.model_config:
+            from .bytecode import inspect_lambdas
+
+            plan.findings.extend(inspect_lambdas(artifact.model_config))
+        report = _report_base(opts, artifact, plan)
+        report["input"]["format"] = bridged["format"] if bridged else ("HDF5 weights only" if
+                                                                       artifact.model_config is None else "HDF5")
+        if bridged:
+            report["input"].update(bridged)
+        report["source"] = _source_report(files, build_fn, source, opts)
+        if plan.errors:
+            report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
+            first = (source.errors if source is not None and source.errors else plan.errors)[0]
+            raise NotPortableReport(first.line(), report)
+        job = Job(opts, progress, get_pool(), work=work, h5=h5)
+        tmp_out = _tmp_of(job)
+        tmp_module = tmp_out.with_suffix(".py")
         if source is not None:
             _prepare_source(job, artifact, source, build_fn, tmp_module)
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
-        if own_pool:
-            pool.close()
+        if pool is None and pools["pool"] is not None:
+            pools["pool"].close()
         for tmp in (tmp_out, tmp_module):
-            if tmp.exists():
+            if tmp is not None and tmp.exists():
                 tmp.unlink()
-        shutil.rmtree(job.work, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _bridge(opts: Options, index: Any, work: Path, get_pool: Callable[[], Pool],
+            progress: Progress) -> tuple[Path, dict[str, Any]]:
+    """A tf.keras `.keras` archive or Keras SavedModel: checked as data first (no Lambda bytecode, custom
+    objects only from --src), then loaded by tf_keras with safe_mode=True in the tensorflow worker and
+    re-saved as a Keras 2 .h5, which the rest of the pipeline reads like any other."""
+    config, version, fmt = read_keras_config(opts.src)
+    needs = collect_needs(config, None)
+    lambdas = [n.layer for n in needs if n.kind in ("lambda", "activation_lambda")]
+    if lambdas:
+        raise NotPortable(f"{opts.src}: Lambda layers or lambda activations ({', '.join(map(str, lambdas[:3]))}) in "
+                          f"a {fmt}; k2to3 rebuilds Lambdas from Keras 2 .h5 files with --src",
+                          hint="in Keras 2, load it and model.save('model.h5'), then convert the .h5 with --src")
+    k2_module = None
+    custom = sorted({str(n.class_name or n.fn_name) for n in needs})
+    if custom and index is None:
+        raise NotPortable(f"{opts.src}: custom objects {', '.join(custom[:5])} in a {fmt}",
+                          hint="pass the source that defines them with --src model.py")
+    if custom:
+        res = resolve_sources(index, config, None, module_name_for(opts.out.stem))
+        if res.errors:
+            raise NotPortable(res.errors[0].line())
+        k2_module = work / f"_k2to3_bridge_{res.module}.py"
+        k2_module.write_text(res.k2_code)
+    progress(f"loading the {fmt} with tf_keras (safe_mode=True) and re-saving it as Keras 2 HDF5")
+    out = work / "bridged.h5"
+    try:
+        reply = get_pool().get("tensorflow").call("bridge", src=str(opts.src), out=str(out),
+                                                 k2_module=str(k2_module) if k2_module else None)
+    except WorkerError as exc:
+        raise NotPortable(f"{opts.src}: tf_keras could not load the {fmt}: {exc.message}",
+                          hint="load it in Keras 2 and model.save('model.h5'), then convert the .h5") from None
+    return out, {"format": fmt, "keras_version": version, "bridged": f"loaded by tf_keras {reply['keras_version']} "
+                 f"(compile={reply['compiled']}) and re-saved as HDF5"}
 
 
 def _source_report(files: list[Path], build_fn: str | None, source: Resolution | None,
@@ -283,7 +335,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     timings: dict[str, float] = {}
     tfw = wp.get("tensorflow")
     try:
-        build = tfw.call("build", plan=str(plan_path), h5=str(opts.src), out=str(tmp_out), modules=job.modules,
+        build = tfw.call("build", plan=str(plan_path), h5=str(job.h5), out=str(tmp_out), modules=job.modules,
                          build_fn=job.build_fn)
     except WorkerError as exc:
         raise _as_user_error(exc) from None
@@ -305,7 +357,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
             golden, gerr = None, None
             if opts.golden and wp.golden:
                 try:
-                    golden = tfw.call("golden", h5=str(opts.src), inputs=job.npz("inputs"),
+                    golden = tfw.call("golden", h5=str(job.h5), inputs=job.npz("inputs"),
                                       out=job.npz("golden"), layers=False, **job.golden_args)
                 except WorkerError as exc:
                     gerr = exc
@@ -394,7 +446,8 @@ def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.
     args = job.golden_args
     origin = ("the file's Lambda bytecode (--trust-bytecode)" if args.get("trust_bytecode") else
               "the --src build function" if args.get("build_fn") else
-              "the --src definitions as written" if args.get("k2_module") else "the file")
+              "the --src definitions as written" if args.get("k2_module") else
+              "the file" if job.h5 == job.opts.src else "the file re-saved as HDF5 by tf_keras")
     report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"], "from": origin}
     job.progress("Keras 2 golden output computed with tf_keras")
     return job.load("golden")
@@ -410,7 +463,7 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
     try:
         if ref_kind == "keras2-tf_keras":
             ref_reply = job.pool.get("tensorflow").call(
-                "golden", h5=str(job.opts.src), inputs=job.npz("inputs"), out=job.npz("golden2"), layers=True,
+                "golden", h5=str(job.h5), inputs=job.npz("inputs"), out=job.npz("golden2"), layers=True,
                 layers_out=job.npz("golden-layers"), **job.golden_args)
         else:
             kind = ref_kind.split("-", 1)[1]

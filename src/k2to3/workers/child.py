@@ -303,7 +303,20 @@ def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
         with h5py.File(req["h5"], "r") as f:
             hdf5_format.load_weights_from_hdf5_group(f["model_weights"] if "model_weights" in f else f, model)
         return model
+    _refuse_bytecode(req["h5"])
     return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
+
+
+def _refuse_bytecode(h5: str) -> None:
+    """Last line of defence: tf_keras would unmarshal and run a Lambda's bytecode while loading."""
+    from ..artifact import read_artifact
+    from ..source.hoist import collect_needs
+
+    art = read_artifact(h5, weights_only_ok=True)
+    lambdas = [n.layer for n in collect_needs(art.model_config, None) if n.kind in ("lambda", "activation_lambda")]
+    if lambdas:
+        raise K2to3Error(f"refusing to let tf_keras load Lambda bytecode ({', '.join(map(str, lambdas[:3]))}) "
+                         "without --trust-bytecode")
 
 
 def op_golden(req: dict[str, Any]) -> dict[str, Any]:
@@ -328,6 +341,24 @@ def op_golden(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def op_bridge(req: dict[str, Any]) -> dict[str, Any]:
+    """Load a tf.keras `.keras` archive or SavedModel with tf_keras (safe_mode=True: no Lambda bytecode) and
+    re-save it as HDF5. The parent checked the config first: no Lambda, custom objects only from --src."""
+    import tf_keras
+
+    objects = _tf_keras_objects()
+    if req.get("k2_module"):
+        objects.update(_import_module(req["k2_module"]).K2TO3_OBJECTS)
+    compiled = True
+    try:
+        model = tf_keras.models.load_model(req["src"], custom_objects=objects, safe_mode=True)
+    except Exception:  # the compile state is optional (custom losses may be missing): load without it
+        compiled = False
+        model = tf_keras.models.load_model(req["src"], compile=False, custom_objects=objects, safe_mode=True)
+    model.save(req["out"], save_format="h5")
+    return {"keras_version": tf_keras.__version__, "compiled": compiled}
+
+
 def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
@@ -337,7 +368,7 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-OPS = {"build": op_build, "verify": op_verify, "golden": op_golden}
+OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op_bridge}
 
 
 def main() -> None:
