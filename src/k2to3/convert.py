@@ -134,6 +134,7 @@ class Job:
     modules: list[str] = field(default_factory=list)  # generated modules every worker imports first
     golden_args: dict[str, Any] = field(default_factory=dict)
     build_fn: str | None = None
+    module_needed: bool = False  # the .keras references objects of the generated module
 
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
@@ -279,6 +280,7 @@ def _prepare_source(job: Job, artifact: Any, source: Resolution, build_fn: str |
     k2 = job.work / f"_k2to3_golden_{source.module}.py"
     k2.write_text(source.k2_code)
     job.modules = [str(k3)]
+    job.module_needed = source.needed_at_load
     trusted = False
     if job.opts.trust_bytecode and artifact.model_config is not None:
         from .bytecode import loads_here
@@ -417,11 +419,11 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         os.replace(tmp_module, _module_path(opts))
     os.replace(tmp_out, opts.out)  # atomic within the output directory
     imports = (["import k2to3.portable"] if plan.needs_portable else []) + (
-        [f"import {_module_path(opts).stem}  # {_module_path(opts)}"] if tmp_module is not None else [])
+        [f"import {_module_path(opts).stem}"] if tmp_module is not None and job.module_needed else [])
     report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
                         "needs_k2to3_portable": plan.needs_portable,
                         "module": str(_module_path(opts)) if tmp_module is not None else None,
-                        "load": "; ".join([i.split("  #")[0] for i in imports]
+                        "load": "; ".join(imports
                                           + [f"keras.saving.load_model({str(opts.out)!r})"])}
     timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
     report["timings"] = timings

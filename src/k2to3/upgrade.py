@@ -192,7 +192,8 @@ class Upgrader:
         stored = value["config"] if isinstance(value, dict) and value.get("class_name") == "function" else value
         if isinstance(value, dict) and "value" in value:
             stored = "<lambda>"
-        if isinstance(stored, str) and stored not in KERAS3_ACTIVATIONS and ">" not in stored:
+        registered = isinstance(stored, str) and re.fullmatch(r"[\w.]+>[\w.]+", stored)
+        if isinstance(stored, str) and stored not in KERAS3_ACTIVATIONS and not registered:
             self.note(self.code("activation_lambda"), "error",
                       f"{key}='{stored}' is a custom or lambda function whose code is not in the file", layer,
                       "pass the source that defines it with --src model.py")

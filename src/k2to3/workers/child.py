@@ -292,7 +292,25 @@ def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
         model.load_weights(req["h5"])
         return model
     if req.get("trust_bytecode"):
-        return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects, safe_mode=False)
+        # tf_keras runs a Lambda's bytecode with the globals of the module its config names (the training
+        # script, "k2_zoo"): give it the Keras 2 module made from that source, as the user's process had.
+        from ..artifact import read_artifact
+        from ..source.hoist import walk_layers
+
+        art = read_artifact(req["h5"])
+        names = {lay.get("config", {}).get("module") for lay in walk_layers(art.model_config or {})} - {None}
+        k2 = sys.modules.get(os.path.splitext(os.path.basename(req["k2_module"]))[0]) if req.get("k2_module") else None
+        saved = {n: sys.modules.get(n) for n in names}
+        try:
+            if k2 is not None:
+                sys.modules.update({n: k2 for n in names})
+            return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects, safe_mode=False)
+        finally:
+            for n, m in saved.items():
+                if m is None:
+                    sys.modules.pop(n, None)
+                else:
+                    sys.modules[n] = m
     if req.get("golden_config"):
         import h5py
         from tf_keras.src.saving.legacy import hdf5_format

@@ -1,0 +1,315 @@
+"""`convert --src`: Lambda layers, custom objects, weights-only files, .keras archives and SavedModels, rebuilt
+from the model's source (never run) and verified on every backend against the Keras 2 output.
+
+Fixtures: tests/fixtures/make_src_fixtures.py (tf_keras writes them from tests/fixtures/src/k2_zoo.py); the
+CarND and nnom sources (tests/fixtures/src/) are written for the tests from ../shared/corpus/README.md."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import FIXTURES, record
+
+from k2to3.artifact import read_artifact
+from k2to3.convert import NotPortableReport, Options, convert
+from k2to3.errors import InputError, NotPortable
+from k2to3.source.extract import index_sources
+from k2to3.source.hoist import resolve_sources
+from k2to3.source.lint import lint_source
+
+SRC = FIXTURES / "src"
+MODELS = FIXTURES / "src_models"
+ZOO = SRC / "k2_zoo.py"
+
+
+def _resolve(h5: str, *srcs: Path, build_fn: str | None = None, module: str = "m_k3"):
+    a = read_artifact(MODELS / h5, weights_only_ok=build_fn is not None)
+    return resolve_sources(index_sources(list(srcs)), a.model_config, a.training_config, module, build_fn)
+
+
+def _write(tmp_path: Path, name: str, code: str) -> Path:
+    p = tmp_path / name
+    p.write_text(code)
+    return p
+
+
+# -- extraction and matching (no backend) ---------------------------------------------------------------
+def test_top_level_is_never_run(tmp_path):
+    marker = tmp_path / "ran"
+    src = _write(tmp_path, "train.py", f"""
+import tensorflow as tf
+from tensorflow.keras import layers
+open({str(marker)!r}, "w").write("top level ran")
+SCALE = 0.5
+def scale_shift(x, scale, shift):
+    return x * scale + shift
+def build():
+    h = layers.Lambda(scale_shift, output_shape=lambda s: s, arguments={{"scale": 1.5, "shift": -0.25}},
+                      name="affine")
+    return layers.Lambda(lambda t: tf.reduce_mean(t, axis=-1, keepdims=True) * SCALE)
+raise SystemExit("a training script")
+""")
+    res = _resolve("lambda_args.h5", src)
+    assert not res.errors, [f.line() for f in res.errors]
+    assert not marker.exists()
+    assert set(res.lambdas) == {"affine", "lambda"}
+    assert res.lambdas["affine"] == {"function": "scale_shift", "arguments": {"scale": 1.5, "shift": -0.25},
+                                     "source": f"{src}:9"}
+
+
+def test_generated_modules_are_portable_and_registered():
+    res = _resolve("lambda_args.h5", ZOO, build_fn="build_lambda_args")
+    assert not res.errors
+    k3 = res.k3_code
+    assert "tensorflow" not in k3 and "keras.ops.mean(t, axis=-1, keepdims=True)" in k3
+    assert "register_keras_serializable(package='m_k3'" in k3
+    assert lint_source(k3, "m_k3.py", prefilter=False)[0] == []
+    names = {n.name for n in ast.parse(k3).body if isinstance(n, ast.FunctionDef)}
+    assert {"scale_shift", "lambda_fn"} <= names and "build_lambda_args" not in names  # only what is needed
+    assert "np.load" not in k3 and "fit(" not in k3
+    k2 = res.k2_code  # the Keras 2 reference module: the code as written, keras imports -> tf_keras
+    assert "tf.reduce_mean(t, axis=-1, keepdims=True)" in k2 and "tf_keras" in k2 and "tf = _K2TO3_TF" in k2
+
+
+def test_lambda_order_scope_and_ambiguity():
+    # Two build functions in one file each make inline Lambdas: without a hint k2to3 refuses to guess...
+    res = _resolve("lambda_loop.h5", ZOO)
+    (first, *_) = res.errors
+    assert first.code == "K2T901" and "k2_zoo.py:36" in first.message and "FILE:FUNCTION" in (first.fix or "")
+    # ...and FILE:FUNCTION says which function built the model.
+    res = _resolve("lambda_loop.h5", ZOO, build_fn="build_lambda_loop")
+    assert not res.errors
+    assert {lam["arguments"]["i"] for lam in res.lambdas.values()} == {2}  # the file's closure: late binding
+    warn = [f for f in res.findings if f.code == "K2T905"]
+    assert len(warn) == 3 and "i=2" in warn[0].message
+
+
+def test_lambda_activation_and_named_function_and_class_and_loss():
+    res = _resolve("lambda_activation.h5", ZOO)
+    assert not res.errors and res.activations == {("hidden", "activation"): "hidden_fn"}
+    assert res.functions == {"swish_k2": "swish_k2"}
+    res = _resolve("custom.h5", ZOO)
+    assert not res.errors and res.classes == {"ScaleLayer": "ScaleLayer"} and res.functions == {
+        "weighted_mse": "weighted_mse"}
+    assert "keras.ops.relu6(y)" in res.k3_code and "from keras import layers" in res.k3_code
+    kinds = {o["name"]: o["kind"] for o in res.objects}
+    assert kinds == {"ScaleLayer": "class", "weighted_mse": "loss"}
+
+
+def test_missing_definitions_are_precise(tmp_path):
+    src = _write(tmp_path, "m.py", """
+import numpy as np
+from tensorflow.keras import layers
+SCALE = np.load("scale.npy")
+def build():
+    return layers.Lambda(lambda t: t * SCALE, name="affine")
+""")
+    a = read_artifact(MODELS / "lambda_args.h5")
+    res = resolve_sources(index_sources([src]), a.model_config, None, "m_k3")
+    msgs = [f.line() for f in res.errors]
+    assert any("K2T901 layer 'lambda'" in m and "no Lambda layer" in m for m in msgs), msgs
+    src2 = _write(tmp_path, "m2.py", """
+import numpy as np
+from tensorflow.keras import layers
+SCALE = np.load("scale.npy")
+def build():
+    layers.Lambda(lambda t: t * SCALE, name="lambda")
+    layers.Lambda(lambda t: t, output_shape=lambda s: s, arguments={"scale": 1, "shift": 2}, name="affine")
+""")
+    res = resolve_sources(index_sources([src2]), a.model_config, None, "m_k3")
+    (err,) = res.errors
+    assert err.code == "K2T906" and "'SCALE'" in err.message and "m2.py:4" in err.message
+
+
+def test_bad_src_arguments(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        convert(Options(src=MODELS / "lambda_args.h5", out=tmp_path / "m.keras", sources=("nope.py",)))
+    bad = _write(tmp_path, "bad.py", "def f(:\n")
+    with pytest.raises(InputError, match=r"bad\.py:1: syntax error"):
+        convert(Options(src=MODELS / "lambda_args.h5", out=tmp_path / "m.keras", sources=(str(bad),)))
+    assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
+
+
+def test_weights_only_needs_a_build_function(tmp_path):
+    with pytest.raises(NotPortable, match="weights-only") as exc:
+        convert(Options(src=MODELS / "weights_only.h5", out=tmp_path / "m.keras"))
+    assert "--src module.py:build_fn" in exc.value.line()
+    with pytest.raises(NotPortableReport, match="K2T906 build function 'nope'"):
+        convert(Options(src=MODELS / "weights_only.h5", out=tmp_path / "m.keras", sources=(f"{ZOO}:nope",)))
+
+
+def test_archive_with_lambda_stops_with_a_message(tmp_path):
+    with pytest.raises(NotPortable, match=r"Lambda layers .*\(affine, lambda\) in a keras archive"):
+        convert(Options(src=MODELS / "archive_lambda.keras", out=tmp_path / "m.keras"))
+    assert not list(tmp_path.iterdir())
+
+
+# -- end to end: convert, verify on tensorflow, torch and jax -------------------------------------------
+def _inputs_of(name: str, tmp_path: Path) -> tuple[Path, list[np.ndarray]]:
+    with np.load(MODELS / f"{name}.expected.npz") as z:
+        ins = {k: z[k] for k in z.files if k.startswith("in")}
+        outs = [z[f"out{i}"] for i in range(sum(k.startswith("out") for k in z.files))]
+    path = tmp_path / "inputs.npz"
+    np.savez(path, **ins)
+    return path, outs
+
+
+def _check(report: dict, reference_from: str | None = None) -> None:
+    assert report["verdict"] == "parity", json.dumps(report["backends"], indent=1)[:3000]
+    assert report["reference"]["kind"] == "keras2-tf_keras", report["reference"]
+    if reference_from:
+        assert report["reference"]["from"] == reference_from
+    assert report["weight_hashes_agree"]
+    assert report["ledger"]["tensors_restored"] == report["ledger"]["tensors_expected"]
+
+
+SRC_CASES = [  # (fixture, --src, expected reference)
+    ("lambda_args.h5", f"{ZOO}", "the --src definitions as written"),
+    ("lambda_loop.h5", f"{ZOO}:build_lambda_loop", "the --src definitions as written"),
+    ("lambda_activation.h5", f"{ZOO}", "the --src definitions as written"),
+    ("custom.h5", f"{ZOO}", "the --src definitions as written"),
+    ("weights_only.h5", f"{ZOO}:build_weights_only", "the --src build function"),
+    ("archive.keras", None, "the file re-saved as HDF5 by tf_keras"),
+    ("savedmodel", None, "the file re-saved as HDF5 by tf_keras"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture,src,ref", SRC_CASES, ids=[c[0] for c in SRC_CASES])
+def test_src_fixture_converts_with_parity(fixture, src, ref, pool, tmp_path):
+    """Parity with the Keras 2 reference, and the Keras 2 model as it was built (its live outputs, saved by
+    the fixture script before saving) agrees too."""
+    name = fixture.split(".")[0]
+    inputs, live = _inputs_of(name, tmp_path)
+    out = tmp_path / "model.keras"
+    report = convert(Options(src=MODELS / fixture, out=out, input_npz=inputs,
+                             sources=(src,) if src else ()), pool=pool)
+    record(f"src:{fixture}", report)
+    _check(report, ref)
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+    assert out.exists() and (tmp_path / "model_k3.py").exists() == bool(src)
+    got = _run_saved(out, tmp_path, "jax", inputs)  # a fresh interpreter: `import model_k3`, safe_mode=True
+    for g, e in zip(got, live):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+def _run_saved(out: Path, where: Path, backend: str, inputs: Path) -> list[np.ndarray]:
+    code = ("import sys, numpy as np, keras\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "try:\n    import model_k3\nexcept ImportError:\n    pass\n"
+            "m = keras.saving.load_model(sys.argv[2], safe_mode=True)\n"
+            "z = np.load(sys.argv[3]); xs = [z[f'in{i}'] for i in range(len(z.files))]\n"
+            "y = m.predict(xs[0] if len(xs) == 1 else xs, verbose=0)\n"
+            "ys = y if isinstance(y, list) else [y]\n"
+            "np.savez(sys.argv[4], *[np.asarray(v) for v in ys])\n")
+    res = where / "saved_out.npz"
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "JAX_PLATFORMS": "cpu"}
+    r = subprocess.run([sys.executable, "-c", code, str(where), str(out), str(inputs), str(res)],
+                       capture_output=True, text=True, env=env, cwd=where)
+    assert r.returncode == 0, r.stderr[-2000:]
+    with np.load(res) as z:
+        return [z[f"arr_{i}"] for i in range(len(z.files))]
+
+
+@pytest.mark.slow
+def test_custom_loss_is_restored_in_the_compile_config(pool, tmp_path):
+    out = tmp_path / "custom.keras"
+    convert(Options(src=MODELS / "custom.h5", out=out, sources=(str(ZOO),)), pool=pool)
+    with zipfile.ZipFile(out) as z:
+        cfg = json.loads(z.read("config.json"))
+    assert cfg["compile_config"]["loss"]["config"] == "custom_k3>weighted_mse"
+    layer = next(x for x in cfg["config"]["layers"] if x["class_name"] == "ScaleLayer")
+    assert layer["registered_name"] == "custom_k3>ScaleLayer" and layer["config"]["init"] == 0.7
+
+
+@pytest.mark.slow
+def test_trusted_bytecode_reference_agrees_with_the_source(pool, tmp_path):
+    """With --trust-bytecode the reference is the file's own Lambdas (this Python wrote them): the functions
+    k2to3 matched from the source compute the same thing."""
+    for fixture, src in (("lambda_args.h5", str(ZOO)), ("lambda_loop.h5", f"{ZOO}:build_lambda_loop")):
+        report = convert(Options(src=MODELS / fixture, out=tmp_path / f"{fixture}.keras", sources=(src,),
+                                 trust_bytecode=True), pool=pool)
+        _check(report, "the file's Lambda bytecode (--trust-bytecode)")
+        info = [f["message"] for f in report["findings"] if f["code"] == "K2T901"]
+        assert info and "references" in info[0]
+
+
+CORPUS_CASES = [("carnd_1560800/model.h5", "carnd_model.py"), ("nnom/keras_mnist_model.h5", "nnom_model.py"),
+                ("nnom/keras_cifar10_model.h5", "nnom_model.py")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rel,src", CORPUS_CASES, ids=[c[0] for c in CORPUS_CASES])
+def test_corpus_lambda_files_convert_with_source(rel, src, corpus, pool, tmp_path):
+    """The real files' Lambdas hold bytecode of an old Python; the reference is tf_keras running the
+    source as written (the TF1 name tf.fake_quant_with_min_max_vars resolved via tf.compat.v1)."""
+    report = convert(Options(src=corpus / rel, out=tmp_path / "m.keras", sources=(str(SRC / src),)), pool=pool)
+    record(f"src:{rel}", report)
+    _check(report, "the --src definitions as written")
+    lambdas = [o for o in report["source"]["objects"] if o["kind"] == "lambda function"]
+    assert lambdas and all(o["source"].startswith(str(SRC / src)) for o in lambdas)
+    n_lambda = sum(1 for f in report["findings"] if f["code"] == "K2T907")
+    assert n_lambda == (1 if "carnd" in rel else 13)
+
+
+# -- bytecode is never unmarshalled without the trust flag ----------------------------------------------
+SITECUSTOMIZE = """
+import os, sys
+_payload = bytes.fromhex(os.environ["K2TO3_PAYLOAD_HEX"])
+def _hook(event, args):
+    if event == "marshal.loads" and args and bytes(args[0]) == _payload:
+        with open(os.environ["K2TO3_UNMARSHAL_MARKER"], "a") as fh:
+            fh.write(f"{os.getpid()} {' '.join(sys.argv)}\\n")
+sys.addaudithook(_hook)
+"""
+
+
+@pytest.mark.slow
+def test_no_code_path_unmarshals_bytecode_without_trust(tmp_path):
+    """payload.h5's Lambda creates $K2TO3_PAYLOAD_MARKER when run. An audit hook in every process (a
+    sitecustomize on PYTHONPATH, inherited by the workers) records any marshal.loads of its bytes. convert
+    (with and without --src), audit and audit --verify never unmarshal it; --trust-bytecode does (the control
+    that shows the hook works), and only then does the payload run."""
+    with h5py.File(MODELS / "payload.h5") as f:
+        cfg = json.loads(f.attrs["model_config"])
+    lam = next(x for x in cfg["config"]["layers"] if x["class_name"] == "Lambda")
+    payload = base64.b64decode(lam["config"]["function"][0].encode("ascii"))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    ran, unmarshalled = tmp_path / "payload-ran", tmp_path / "unmarshalled"
+    env = {**os.environ, "PYTHONPATH": f"{hook}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "K2TO3_PAYLOAD_HEX": payload.hex(), "K2TO3_PAYLOAD_MARKER": str(ran),
+           "K2TO3_UNMARSHAL_MARKER": str(unmarshalled), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    src = _write(tmp_path, "pay.py", "import keras\ndef payload(t):\n    return t\n"
+                 "def build():\n    return keras.layers.Lambda(payload, name='payload')\n")
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "payload.h5").write_bytes((MODELS / "payload.h5").read_bytes())
+
+    def k2to3(*args: str) -> int:
+        r = subprocess.run([sys.executable, "-m", "k2to3", *args], env=env, cwd=tmp_path, capture_output=True,
+                           text=True)
+        assert "Traceback" not in r.stderr, r.stderr[-2000:]
+        return r.returncode
+
+    assert k2to3("convert", str(MODELS / "payload.h5"), "-o", "a.keras") == 3
+    assert k2to3("convert", str(MODELS / "payload.h5"), "--src", str(src), "-o", "b.keras") == 0
+    assert k2to3("audit", str(store), "-o", "audit") in (0, 3)
+    assert k2to3("audit", str(store), "--verify", "-o", "audit2") in (0, 1, 3)
+    assert not unmarshalled.exists(), unmarshalled.read_text()
+    assert not ran.exists()
+    assert k2to3("convert", str(MODELS / "payload.h5"), "--src", str(src), "-o", "c.keras",
+                 "--trust-bytecode") == 0
+    assert unmarshalled.exists() and ran.exists()  # the control: the hook sees it, the payload runs
