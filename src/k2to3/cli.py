@@ -118,6 +118,10 @@ def _summary(report: dict) -> None:
                   _fmt(max(o["max_rel"] for o in outs)), _fmt(max(o["min_rtol"] for o in outs)),
                   f"{min(agree):.0f}%" if agree else "n/a", (v.get("first_divergent_layer") or {}).get("layer", ""))
     out.print(t)
+    from .report import output_notes
+
+    for note in output_notes(report):
+        out.print(f"[yellow]note[/]: {note}", highlight=False)
     changed = [f for f in report["findings"] if f["severity"] != "info"]
     n_info = len(report["findings"]) - len(changed)
     out.print(f"{n_info} config fixes applied; {len(changed)} warnings", highlight=False)

@@ -23,6 +23,8 @@ class OutputStats:
     min_atol: float  # smallest atol that passes at the requested rtol
     argmax_agreement: float | None  # percent, for class-like outputs
     note: str | None = None
+    ref_batch_spread: float | None = None  # max over elements of the reference's range across the batch
+
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,8 +65,13 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     agree = None
     if r.ndim >= 2 and r.shape[-1] > 1 and np.issubdtype(ref.dtype, np.floating):
         agree = float(np.mean(np.argmax(g, -1) == np.argmax(r, -1)) * 100.0)
+    spread = float(np.nanmax(np.ptp(r, axis=0))) if r.ndim >= 1 and r.shape[0] > 1 and r.size else None
+    note = None
+    if spread == 0.0:
+        # e.g. a quantized model fed N(0, 1) noise far below its input scale: every row gives the same output
+        note = "the reference output is identical for every input row: parity says little; pass --input with data"
     return OutputStats(index, list(ref.shape), atol, _f(max_abs), _f(max_rel), allclose, _f(min_rtol),
-                       _f(min_atol), agree)
+                       _f(min_atol), agree, note, spread)
 
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float) -> list[OutputStats]:

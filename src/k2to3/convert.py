@@ -423,8 +423,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
                         "needs_k2to3_portable": plan.needs_portable,
                         "module": str(_module_path(opts)) if tmp_module is not None else None,
-                        "load": "; ".join(imports
-                                          + [f"keras.saving.load_model({str(opts.out)!r})"])}
+                        "load": "; ".join([*imports, f"keras.saving.load_model({str(opts.out)!r})"])}
     timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
     report["timings"] = timings
     if any(backends[b]["status"] == "error" for b in backends):

@@ -69,6 +69,13 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"{_fmt(max(o['max_rel'] for o in outs))} | {_fmt(max(o['min_rtol'] for o in outs))} | "
                 f"{_fmt(max(o['min_atol'] for o in outs))} | "
                 f"{_fmt(min(agree)) + '%' if agree else 'n/a'} | {fdl.get('layer', '')} |")
+        lines += [f"\nNote: {n}" for n in output_notes(report)]
+    if report.get("source"):
+        src = report["source"]
+        lines += ["", "## From the source", "", f"Generated module: `{src['module']}` (package `{src['package']}`), "
+                  f"from {', '.join(f'`{f}`' for f in src['files'])}.", "",
+                  "| object | kind | source | layers |", "|---|---|---|---|"]
+        lines += [f"| `{o['name']}` | {o['kind']} | {o['source']} | {', '.join(o['layers'])} |" for o in src["objects"]]
     if report.get("findings"):
         lines += ["", "## Findings", "", "| code | severity | layer | message |", "|---|---|---|---|"]
         for f in report["findings"]:
@@ -77,6 +84,15 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report.get("renames"):
         lines += ["", "## Renamed layers", ""] + [f"- `{a}` → `{b}`" for a, b in report["renames"].items()]
     return "\n".join(lines) + "\n"
+
+
+def output_notes(report: dict[str, Any]) -> list[str]:
+    notes = []
+    for v in report.get("backends", {}).values():
+        for o in v.get("outputs", []):
+            if o.get("note") and f"output {o['index']}: {o['note']}" not in notes:
+                notes.append(f"output {o['index']}: {o['note']}")
+    return notes
 
 
 def write(report: dict[str, Any], directory: Path) -> list[Path]:
