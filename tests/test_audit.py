@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ARTIFACTS, FIXTURES, H5
@@ -99,3 +100,24 @@ def test_interrupted_verify_resumes(tmp_path):
     rep = json.loads((out / "audit.json").read_text())
     cached = [a for a in rep["artifacts"] if a["verify"].get("cached")]
     assert len(cached) == done and all(a["verify"]["verdict"] == "parity" for a in rep["artifacts"])
+
+
+def test_lambda_files_are_portable_with_the_trees_source(corpus, tmp_path):
+    """The nnom file's Lambdas resolve from a source file in the same tree; CarND's inline lambda is one of
+    several in tests/fixtures/src, so the audit says which call sites compete instead of guessing."""
+    from k2to3.audit import run_audit
+
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "src", repo / "src")
+    shutil.copy(corpus / "nnom" / "keras_mnist_model.h5", repo / "nnom.h5")
+    shutil.copy(corpus / "carnd_1560800" / "model.h5", repo / "carnd.h5")
+    rows = {Path(a["path"]).name: a for a in run_audit([repo], tmp_path / "out")["artifacts"]}
+    nnom = rows["nnom.h5"]
+    assert nnom["verdict"] == "portable with source" and nnom["src"] == [str(repo / "src" / "nnom_model.py")]
+    assert nnom["source_objects"][0]["name"] == "quant_layer" and len(nnom["source_objects"][0]["layers"]) == 13
+    carnd = rows["carnd.h5"]
+    assert carnd["verdict"] == "blocked" and "call sites" in carnd["reason"] and "carnd_model.py" in carnd["reason"]
+    (repo / "src" / "k2_zoo.py").unlink()
+    (repo / "src" / "k2_model.py").unlink()
+    rows = {Path(a["path"]).name: a for a in run_audit([repo], tmp_path / "out2")["artifacts"]}
+    assert rows["carnd.h5"]["verdict"] == "portable with source"

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .artifact import file_sha256, read_artifact, sniff
+from .artifact import file_sha256, read_artifact, read_keras_config, sniff
 from .errors import K2to3Error
+from .source.extract import SourceIndex, index_sources
 from .source.files import SKIP_DIRS, Config
+from .source.hoist import resolve_sources
 from .source.run import lint_paths
 from .upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
 
@@ -94,20 +96,31 @@ def _inventory(cfg: dict[str, Any], counts: Counter) -> None:
             _inventory(layer, counts)
 
 
-def static_verdict(path: Path, defs: dict[str, str]) -> dict[str, Any]:
+def _config_of(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, int | None]:
+    """(model config, training config, keras version, parameter count) of any artifact, as data."""
+    if kind in ("zip", "savedmodel"):
+        cfg, version, _ = read_keras_config(path)
+        return cfg, None, version, None
+    art = read_artifact(path)
+    return art.model_config, art.training_config, art.keras_version, art.n_params  # type: ignore[return-value]
+
+
+def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
     try:
-        art = read_artifact(path)
+        model_config, training_config, version, n_params = _config_of(path, row["kind"])
+        plan = upgrade(model_config, training_config)
     except K2to3Error as exc:
         reason = exc.line()
         verdict = "portable with source" if "weights-only" in reason else "blocked"
         return {**row, "verdict": verdict, "reason": reason}
-    plan = upgrade(art.model_config, art.training_config)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # an archive config this reader cannot plan
+        return {**row, "verdict": "blocked", "reason": f"config not understood ({type(exc).__name__}: {exc})"[:300]}
     counts: Counter = Counter()
-    _inventory(art.model_config, counts)
+    _inventory(model_config, counts)
     ops = {f.message.split(" ")[0]: "portable" if f.severity == "info" else "tf-only"
            for f in plan.findings if f.code == "K2T904"}
-    row.update(keras_version=art.keras_version, n_params=art.n_params, layers=dict(counts.most_common()),
+    row.update(keras_version=version, n_params=n_params, layers=dict(counts.most_common()),
                rules=dict(Counter(f.code for f in plan.findings if f.severity != "error")),
                tf_ops=ops, n_op_layers=sum(v for k, v in counts.items() if k in OP_LAYER_CLASSES))
     errors = plan.errors
@@ -115,6 +128,14 @@ def static_verdict(path: Path, defs: dict[str, str]) -> dict[str, Any]:
         return {**row, "verdict": "portable", "reason": "every layer has a rule or a Keras 3 equivalent"}
     if any(e.code == "K2T904" for e in errors):
         return {**row, "verdict": "tf-only", "reason": errors[0].line()}
+    src_reason = None
+    if index is not None and row["kind"] == "hdf5":
+        res = resolve_sources(index, model_config, training_config, "audit_k3")
+        if not res.errors:  # what `convert --src` would use: the tree's own definitions
+            files = sorted({o["source"].rsplit(":", 1)[0] for o in res.objects})
+            return {**row, "verdict": "portable with source", "src": files, "source_objects": res.objects,
+                    "reason": f"Lambda/custom code found in {', '.join(files)}"}
+        src_reason = res.errors[0].line()
     needs = []
     for e in errors:
         m = re.search(r"class '([^']+)'|activation='([^']+)'|recurrent_activation='([^']+)'", e.message)
@@ -125,7 +146,7 @@ def static_verdict(path: Path, defs: dict[str, str]) -> dict[str, Any]:
     row["needs"] = needs
     if found:
         return {**row, "verdict": "portable with source", "reason": "custom objects defined in the tree"}
-    return {**row, "verdict": "blocked", "reason": errors[0].line()}
+    return {**row, "verdict": "blocked", "reason": src_reason or errors[0].line()}
 
 
 class ResultCache:
@@ -148,14 +169,14 @@ class ResultCache:
         tmp.replace(self.path)
 
 
-def verify_one(path: Path, out_dir: Path, pool: Any) -> dict[str, Any]:
+def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = ()) -> dict[str, Any]:
     from .convert import NotPortableReport, Options, convert
 
     target = out_dir / "converted" / (hashlib.sha1(str(path).encode()).hexdigest()[:10] + "-" + path.stem + ".keras")
     target.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
-        rep = convert(Options(src=path, out=target, force=True), pool=pool)
+        rep = convert(Options(src=path, out=target, force=True, sources=sources), pool=pool)
     except NotPortableReport as exc:
         return {"converted": False, "verdict": "not_portable", "reason": exc.line(),
                 "seconds": time.perf_counter() - t0}
@@ -175,9 +196,11 @@ def verify_one(path: Path, out_dir: Path, pool: Any) -> dict[str, Any]:
 def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: Any = None) -> dict[str, Any]:
     tree = walk(paths)
     defs = _definitions(tree.sources)
+    py = [p for p in tree.sources if p.suffix == ".py"]
+    index = index_sources(py, skip_bad=True) if py else None
     artifacts = []
     for p in tree.artifacts:
-        row = static_verdict(p, defs)
+        row = static_verdict(p, defs, index)
         row["sha256"] = file_sha256(p) if p.is_file() else None
         artifacts.append(row)
     lint = lint_paths(tree.sources, Config()) if tree.sources else None
@@ -206,7 +229,8 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
                 sha = row["sha256"]
                 hit = cache.get(sha) if sha else None
                 if hit is None:
-                    hit = verify_one(Path(row["path"]), out_dir, pool) if row["kind"] == "hdf5" else \
+                    hit = verify_one(Path(row["path"]), out_dir, pool, tuple(row.get("src", ()))) \
+                        if row["kind"] in ("hdf5", "zip", "savedmodel") else \
                         {"converted": False, "verdict": "not_portable", "reason": row.get("reason")}
                     if sha:
                         cache.put(sha, hit)

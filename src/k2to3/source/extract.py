@@ -359,15 +359,23 @@ class _SiteVisitor(ast.NodeVisitor):
             order=len(self.ix.index.sites), owner=self.owner))
 
 
-def index_sources(paths: list[Path]) -> SourceIndex:
+def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:
+    """Index the files; `skip_bad` (audit over a whole tree) notes unreadable files instead of failing."""
     index = SourceIndex(paths=list(paths))
     for p in paths:
-        if not p.is_file():
-            raise InputError(f"{p}: --src file not found", hint="pass the Python file that defines the model")
         try:
-            text = p.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{p}: cannot read --src file ({exc})") from None
+            if not p.is_file():
+                raise InputError(f"{p}: --src file not found", hint="pass the Python file that defines the model")
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InputError(f"{p}: cannot read --src file ({exc})") from None
+            indexer = _Indexer(index, p, text)
+        except InputError as exc:
+            if not skip_bad:
+                raise
+            index.notes.append(exc.line())
+            continue
         index.texts[p] = text
-        _Indexer(index, p, text).run()
+        indexer.run()
     return index
