@@ -125,3 +125,59 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
     clamped = ops.minimum(ops.maximum(x, nudged_min), nudged_max)
     return ops.add(ops.multiply(ops.floor(ops.add(ops.multiply(ops.subtract(clamped, nudged_min), inv_scale), 0.5)),
                                 scale), nudged_min)
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ContribInstanceNormalization(keras.layers.Layer):
+    """keras-contrib InstanceNormalization: (x - mean) / (std + epsilon) * gamma + beta over the non-batch axes
+    other than `axis` (all of them when axis is None, with scalar gamma/beta). Keras 3's GroupNormalization
+    divides by sqrt(var + epsilon) instead, a relative difference of about epsilon / (2 std)."""
+
+    def __init__(self, axis=None, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
+                 gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                 gamma_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self.axis, self.epsilon, self.center, self.scale = axis, epsilon, center, scale
+        self.beta_initializer = keras.initializers.get(beta_initializer)
+        self.gamma_initializer = keras.initializers.get(gamma_initializer)
+        self.beta_regularizer = keras.regularizers.get(beta_regularizer)
+        self.gamma_regularizer = keras.regularizers.get(gamma_regularizer)
+        self.beta_constraint = keras.constraints.get(beta_constraint)
+        self.gamma_constraint = keras.constraints.get(gamma_constraint)
+
+    def build(self, input_shape):
+        shape = (1,) if self.axis is None else (input_shape[self.axis],)
+        self.gamma = self.add_weight(shape=shape, name="gamma", initializer=self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer, constraint=self.gamma_constraint) \
+            if self.scale else None
+        self.beta = self.add_weight(shape=shape, name="beta", initializer=self.beta_initializer,
+                                    regularizer=self.beta_regularizer, constraint=self.beta_constraint) \
+            if self.center else None
+
+    def call(self, inputs):
+        rank = len(inputs.shape)
+        axes = [a for a in range(1, rank) if self.axis is None or a != self.axis % rank]
+        mean = ops.mean(inputs, axis=axes, keepdims=True)
+        std = ops.std(inputs, axis=axes, keepdims=True)
+        normed = (inputs - mean) / (std + self.epsilon)
+        shape = [1] * rank
+        if self.axis is not None:
+            shape[self.axis] = inputs.shape[self.axis]
+        if self.scale:
+            normed = normed * ops.reshape(self.gamma, shape)
+        if self.center:
+            normed = normed + ops.reshape(self.beta, shape)
+        return normed
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        s = keras.initializers.serialize
+        return {**super().get_config(), "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
+                "scale": self.scale, "beta_initializer": s(self.beta_initializer),
+                "gamma_initializer": s(self.gamma_initializer),
+                "beta_regularizer": keras.regularizers.serialize(self.beta_regularizer),
+                "gamma_regularizer": keras.regularizers.serialize(self.gamma_regularizer),
+                "beta_constraint": keras.constraints.serialize(self.beta_constraint),
+                "gamma_constraint": keras.constraints.serialize(self.gamma_constraint)}

@@ -201,9 +201,10 @@ class Upgrader:
 
     # -- one layer config -------------------------------------------------------------------------
     def layer_config(
-        self, class_name: str, config: dict[str, Any], layer: str
+        self, class_name: str, config: dict[str, Any], layer: str, renames: bool = True
     ) -> tuple[dict[str, Any], str, str | None]:
-        """Returns (config, class_name, registered_name)."""
+        """Returns (config, class_name, registered_name). `renames=False`: the class comes from --src, so
+        rename rules (library layers) do not apply to it."""
         cfg = copy.deepcopy(config)
         registered = None
         if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
@@ -230,7 +231,7 @@ class Upgrader:
                 if dropped:
                     cfg = {k: v for k, v in cfg.items() if k in r.keys}
                     self.note(r.code, "info", f"dropped {', '.join(dropped)} ({r.title})", layer)
-            elif r.action == "rename_class":
+            elif r.action == "rename_class" and renames:
                 self.note(r.code, "info", f"{class_name} -> {'k2to3>' if r.portable else ''}{r.to}", layer)
                 class_name = r.to or class_name
                 cfg.update(r.set)
@@ -414,8 +415,8 @@ class Upgrader:
                 self.note(code, "info", f"tf.{fn} -> keras.ops.{entry.keras if entry else '__getitem__'}"
                           + (f" ({entry.safety})" if entry and entry.safety != "safe" else ""), orig)
             return spec
-        cfg, cls, registered = self.layer_config(cls, raw_cfg, orig)
         src_cls = self.source.classes.get(cls.split(">")[-1]) if self.source is not None else None
+        cfg, cls, registered = self.layer_config(cls, raw_cfg, orig, renames=src_cls is None)
         if registered is None and src_cls is not None:
             registered = self.source.registered(src_cls)
             self.note(self.code("from_source"), "info", f"class {cls} rebuilt from the source as {registered}", orig)

@@ -42,6 +42,7 @@ class Need:
     has_output_shape: bool = False
     closure: list[Any] | None = None
     fn_name: str | None = None  # a function stored by name
+    optional: bool = False  # a class a k2to3 rule also handles: the source's own definition wins if present
 
 
 @dataclass
@@ -137,13 +138,17 @@ def _function_name(value: Any) -> str | None:
 
 
 def _known_classes() -> frozenset[str]:
-    handled = {c for r in rules_mod.layer_rules() for c in r.classes}
-    return rules_mod.keras3_layers() | handled | MODEL_CLASSES | {"TFOpLambda", "SlicingOpLambda", "InputLayer"}
+    return rules_mod.keras3_layers() | MODEL_CLASSES | {"TFOpLambda", "SlicingOpLambda", "InputLayer"}
+
+
+def _rule_classes() -> frozenset[str]:
+    """Classes a rename rule maps (library layers, Keras 2 aliases)."""
+    return frozenset(c for r in rules_mod.layer_rules() if r.action == "rename_class" for c in r.classes)
 
 
 def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str, Any] | None) -> list[Need]:
     needs: list[Need] = []
-    known = _known_classes()
+    known, by_rule = _known_classes(), _rule_classes()
     for layer in walk_layers(model_config or {}):
         cls, lc = layer.get("class_name"), layer.get("config", {})
         name = lc.get("name") or layer.get("name")
@@ -156,7 +161,7 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
                               has_output_shape=lc.get("output_shape") is not None,
                               closure=fn[2] if isinstance(fn, list) and len(fn) == 3 else None))
         elif cls not in known:
-            needs.append(Need("class", name, class_name=str(cls).split(">")[-1]))
+            needs.append(Need("class", name, class_name=str(cls).split(">")[-1], optional=cls in by_rule))
         for key in ACTIVATION_KEYS:
             value = lc.get(key)
             if _is_lambda_activation(value):
@@ -339,6 +344,8 @@ class Resolver:
     def named(self, need: Need, kinds: tuple[str, ...]) -> str | None:
         name = need.fn_name or need.class_name or ""
         d = self.index.defs.get(name)
+        if need.optional and (d is None or d.kind not in kinds):
+            return None  # a k2to3 rule handles it
         if d is None or d.kind not in kinds:
             label = {"class": "layer class", "function": "function"}[need.kind]
             where = f" as {need.key}" if need.key and need.kind == "function" else ""

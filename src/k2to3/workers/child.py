@@ -264,10 +264,13 @@ def _layer_outputs(keras: Any, model: Any, xs: list[np.ndarray], out_path: str, 
 
 # -- Keras 2 golden (tf_keras) ------------------------------------------------------------------------
 def _tf_keras_objects() -> dict[str, Any]:
-    """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth)."""
+    """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth), and the
+    reference implementations of popular libraries' layers."""
     from tf_keras.src.applications import convnext
 
-    return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth}
+    from .k2_library import OBJECTS  # popular libraries' layers (tensorflow-addons, keras-contrib, efficientnet)
+
+    return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS}
 
 def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the

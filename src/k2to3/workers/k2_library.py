@@ -1,0 +1,164 @@
+"""Keras 2 (tf_keras) reference implementations of custom layers that popular Keras 2 libraries define, for the
+golden reference only (imported by the tensorflow worker and by the fixture script that writes test files).
+
+Each is a transcription of the library's own code (cited below) with the same class name, registration and
+get_config keys, so tf_keras can load a file that library wrote without the library installed (tensorflow-addons
+is end-of-life and does not install beside TF 2.21). The Keras 3 side is independent: rules K2T431-K2T434 map
+these classes to Keras 3 layers or to k2to3.portable, and the conversion is verified against these.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras
+from tf_keras import backend as K
+
+
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class GroupNormalization(tf_keras.layers.Layer):
+    """tensorflow-addons 0.23 `tfa.layers.GroupNormalization` (tensorflow_addons/layers/normalizations.py)."""
+
+    def __init__(self, groups=32, axis=-1, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
+                 gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                 gamma_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.groups, self.axis, self.epsilon, self.center, self.scale = groups, axis, epsilon, center, scale
+        self.beta_initializer = tf_keras.initializers.get(beta_initializer)
+        self.gamma_initializer = tf_keras.initializers.get(gamma_initializer)
+        self.beta_regularizer = tf_keras.regularizers.get(beta_regularizer)
+        self.gamma_regularizer = tf_keras.regularizers.get(gamma_regularizer)
+        self.beta_constraint = tf_keras.constraints.get(beta_constraint)
+        self.gamma_constraint = tf_keras.constraints.get(gamma_constraint)
+
+    def build(self, input_shape):
+        dim = input_shape[self.axis]
+        if self.groups == -1:
+            self.groups = dim
+        shape = (dim,)
+        self.gamma = self.add_weight(shape=shape, name="gamma", initializer=self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer, constraint=self.gamma_constraint) \
+            if self.scale else None
+        self.beta = self.add_weight(shape=shape, name="beta", initializer=self.beta_initializer,
+                                    regularizer=self.beta_regularizer, constraint=self.beta_constraint) \
+            if self.center else None
+        super().build(input_shape)
+
+    def call(self, inputs):
+        input_shape = K.int_shape(inputs)
+        tensor_input_shape = tf.shape(inputs)
+        instance = (input_shape[self.axis] // self.groups) == 1
+        if not instance:
+            group_shape = [tensor_input_shape[i] for i in range(len(input_shape))]
+            group_shape[self.axis] = input_shape[self.axis] // self.groups
+            group_shape.insert(self.axis, self.groups)
+            reshaped = tf.reshape(inputs, tf.stack(group_shape))
+        else:
+            reshaped = inputs
+        axes = list(range(1, len(K.int_shape(reshaped))))
+        axes.pop((-2 if self.axis == -1 else self.axis - 1) if not instance else
+                 (-1 if self.axis == -1 else self.axis - 1))
+        mean, variance = tf.nn.moments(reshaped, axes, keepdims=True)
+        broadcast = [1] * len(input_shape)
+        if not instance:
+            broadcast[self.axis] = input_shape[self.axis] // self.groups
+            broadcast.insert(self.axis, self.groups)
+        else:
+            broadcast[self.axis] = self.groups
+        gamma = tf.reshape(self.gamma, broadcast) if self.scale else None
+        beta = tf.reshape(self.beta, broadcast) if self.center else None
+        out = tf.nn.batch_normalization(reshaped, mean=mean, variance=variance, scale=gamma, offset=beta,
+                                        variance_epsilon=self.epsilon)
+        return tf.reshape(out, tensor_input_shape) if not instance else out
+
+    def get_config(self):
+        s = tf_keras.initializers.serialize
+        config = {"groups": self.groups, "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
+                  "scale": self.scale, "beta_initializer": s(self.beta_initializer),
+                  "gamma_initializer": s(self.gamma_initializer),
+                  "beta_regularizer": tf_keras.regularizers.serialize(self.beta_regularizer),
+                  "gamma_regularizer": tf_keras.regularizers.serialize(self.gamma_regularizer),
+                  "beta_constraint": tf_keras.constraints.serialize(self.beta_constraint),
+                  "gamma_constraint": tf_keras.constraints.serialize(self.gamma_constraint)}
+        return {**super().get_config(), **config}
+
+
+@tf_keras.utils.register_keras_serializable(package="Addons", name="InstanceNormalization")
+class TfaInstanceNormalization(GroupNormalization):
+    """tensorflow-addons 0.23 `tfa.layers.InstanceNormalization`: GroupNormalization with groups=-1."""
+
+    def __init__(self, **kwargs):
+        kwargs["groups"] = -1
+        super().__init__(**kwargs)
+
+
+class InstanceNormalization(tf_keras.layers.Layer):
+    """keras-contrib `InstanceNormalization` (keras_contrib/layers/normalization/instancenormalization.py),
+    saved under the class name "InstanceNormalization". Note (x - mean) / (std + epsilon), not sqrt(var + eps)."""
+
+    def __init__(self, axis=None, epsilon=1e-3, center=True, scale=True, beta_initializer="zeros",
+                 gamma_initializer="ones", beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                 gamma_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+        self.axis, self.epsilon, self.center, self.scale = axis, epsilon, center, scale
+        self.beta_initializer = tf_keras.initializers.get(beta_initializer)
+        self.gamma_initializer = tf_keras.initializers.get(gamma_initializer)
+        self.beta_regularizer = tf_keras.regularizers.get(beta_regularizer)
+        self.gamma_regularizer = tf_keras.regularizers.get(gamma_regularizer)
+        self.beta_constraint = tf_keras.constraints.get(beta_constraint)
+        self.gamma_constraint = tf_keras.constraints.get(gamma_constraint)
+
+    def build(self, input_shape):
+        shape = (1,) if self.axis is None else (input_shape[self.axis],)
+        self.gamma = self.add_weight(shape=shape, name="gamma", initializer=self.gamma_initializer,
+                                     regularizer=self.gamma_regularizer, constraint=self.gamma_constraint) \
+            if self.scale else None
+        self.beta = self.add_weight(shape=shape, name="beta", initializer=self.beta_initializer,
+                                    regularizer=self.beta_regularizer, constraint=self.beta_constraint) \
+            if self.center else None
+        self.built = True
+
+    def call(self, inputs, training=None):
+        input_shape = K.int_shape(inputs)
+        reduction_axes = list(range(0, len(input_shape)))
+        if self.axis is not None:
+            del reduction_axes[self.axis]
+        del reduction_axes[0]
+        mean = K.mean(inputs, reduction_axes, keepdims=True)
+        stddev = K.std(inputs, reduction_axes, keepdims=True) + self.epsilon
+        normed = (inputs - mean) / stddev
+        broadcast_shape = [1] * len(input_shape)
+        if self.axis is not None:
+            broadcast_shape[self.axis] = input_shape[self.axis]
+        if self.scale:
+            normed = normed * K.reshape(self.gamma, broadcast_shape)
+        if self.center:
+            normed = normed + K.reshape(self.beta, broadcast_shape)
+        return normed
+
+    def get_config(self):
+        s = tf_keras.initializers.serialize
+        config = {"axis": self.axis, "epsilon": self.epsilon, "center": self.center, "scale": self.scale,
+                  "beta_initializer": s(self.beta_initializer), "gamma_initializer": s(self.gamma_initializer),
+                  "beta_regularizer": tf_keras.regularizers.serialize(self.beta_regularizer),
+                  "gamma_regularizer": tf_keras.regularizers.serialize(self.gamma_regularizer),
+                  "beta_constraint": tf_keras.constraints.serialize(self.beta_constraint),
+                  "gamma_constraint": tf_keras.constraints.serialize(self.gamma_constraint)}
+        return {**super().get_config(), **config}
+
+
+class FixedDropout(tf_keras.layers.Dropout):
+    """qubvel/efficientnet `efficientnet` package (efficientnet/model.py, get_dropout): Dropout whose noise_shape
+    may hold None; identical to Dropout in inference."""
+
+    def _get_noise_shape(self, inputs):
+        if self.noise_shape is None:
+            return self.noise_shape
+        symbolic_shape = K.shape(inputs)
+        return tuple(symbolic_shape[axis] if shape is None else shape for axis, shape in enumerate(self.noise_shape))
+
+
+# Class names as the libraries' files store them.
+OBJECTS = {"Addons>GroupNormalization": GroupNormalization, "Addons>InstanceNormalization": TfaInstanceNormalization,
+           "InstanceNormalization": InstanceNormalization, "FixedDropout": FixedDropout}
