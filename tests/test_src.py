@@ -100,10 +100,10 @@ def test_lambda_activation_and_named_function_and_class_and_loss():
     assert res.functions == {"swish_k2": "swish_k2"}
     res = _resolve("custom.h5", ZOO)
     assert not res.errors and res.classes == {"ScaleLayer": "ScaleLayer"} and res.functions == {
-        "weighted_mse": "weighted_mse"}
+        "weighted_mse": "weighted_mse", "abs_err": "abs_err"}
     assert "keras.ops.relu6(y)" in res.k3_code and "from keras import layers" in res.k3_code
     kinds = {o["name"]: o["kind"] for o in res.objects}
-    assert kinds == {"ScaleLayer": "class", "weighted_mse": "loss"}
+    assert kinds == {"ScaleLayer": "class", "weighted_mse": "loss", "abs_err": "metrics"}
 
 
 def test_missing_definitions_are_precise(tmp_path):
@@ -229,6 +229,7 @@ def test_custom_loss_is_restored_in_the_compile_config(pool, tmp_path):
     with zipfile.ZipFile(out) as z:
         cfg = json.loads(z.read("config.json"))
     assert cfg["compile_config"]["loss"]["config"] == "custom_k3>weighted_mse"
+    assert "custom_k3>abs_err" in json.dumps(cfg["compile_config"]["metrics"])
     layer = next(x for x in cfg["config"]["layers"] if x["class_name"] == "ScaleLayer")
     assert layer["registered_name"] == "custom_k3>ScaleLayer" and layer["config"]["init"] == 0.7
 
@@ -321,3 +322,22 @@ def test_no_code_path_unmarshals_bytecode_without_trust(tmp_path):
     assert k2to3("convert", str(MODELS / "payload.h5"), "--src", str(src), "-o", "c.keras",
                  "--trust-bytecode") == 0
     assert unmarshalled.exists() and ran.exists()  # the control: the hook sees it, the payload runs
+
+
+@pytest.mark.slow
+def test_recorded_lambda_output_shape_is_checked(pool, tmp_path):
+    """A raw output_shape in the file that the matched source function does not produce stops the conversion
+    (the file is edited with h5py to record (3,) where scale_shift gives (8,))."""
+    from k2to3.errors import K2to3Error
+
+    h5 = tmp_path / "edited.h5"
+    h5.write_bytes((MODELS / "lambda_args.h5").read_bytes())
+    with h5py.File(h5, "r+") as f:
+        cfg = json.loads(f.attrs["model_config"])
+        lam = next(x for x in cfg["config"]["layers"] if x["config"]["name"] == "affine")
+        lam["config"].update(output_shape=[3], output_shape_type="raw")
+        f.attrs["model_config"] = json.dumps(cfg)
+    with pytest.raises(K2to3Error, match=r"Lambda 'affine': the source function gives output shape \[8\], the "
+                                         r"file recorded \[3\]"):
+        convert(Options(src=h5, out=tmp_path / "m.keras", sources=(str(ZOO),)), pool=pool)
+    assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()

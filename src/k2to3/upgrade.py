@@ -380,6 +380,10 @@ class Upgrader:
                               "dtype": self.dtype(raw_cfg.get("dtype", "float32"), orig),
                               "function": self.source.function_config(lam["function"]),
                               "arguments": lam["arguments"]}
+            recorded = raw_cfg.get("output_shape")
+            if raw_cfg.get("output_shape_type") == "raw" and isinstance(recorded, list) and recorded \
+                    and all(isinstance(d, int) or d is None for d in recorded):
+                spec["expect_output_shape"] = recorded  # checked against the rebuilt layer (workers/child.py)
             self.note(self.code("from_source"), "info", f"Lambda rebuilt from the source ({lam['source']}) as "
                       f"{self.source.registered(lam['function'])}" + (f" with arguments {lam['arguments']}"
                                                                         if lam["arguments"] else ""), orig)
@@ -519,6 +523,8 @@ class TrainingConfig:
     def metric(self, m: Any) -> Any:
         src = self.up.source
         if isinstance(m, str) and src is not None and m in src.functions:
+            self.up.note(self.up.code("from_source"), "info",
+                         f"metric '{m}' rebuilt from the source as {src.registered(src.functions[m])}")
             return src.function_config(src.functions[m])
         if isinstance(m, str):
             name = LOSS_ALIASES.get(m, m)

@@ -154,8 +154,9 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
         name = lc.get("name") or layer.get("name")
         if cls == "Lambda":
             fn = lc.get("function")
-            if lc.get("function_type") == "function" and isinstance(fn, str):
-                needs.append(Need("function", name, fn_name=fn, key="function"))
+            if lc.get("function_type") == "function" and isinstance(fn, str):  # stored by name (Keras 2.0-2.1)
+                needs.append(Need("lambda_named", name, fn_name=fn, key="function",
+                                  arguments=dict(lc.get("arguments") or {})))
                 continue
             needs.append(Need("lambda", name, arguments=dict(lc.get("arguments") or {}),
                               has_output_shape=lc.get("output_shape") is not None,
@@ -185,6 +186,9 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
 def _names_in(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
+    if isinstance(value, dict) and value.get("class_name") == "MeanMetricWrapper":  # tf.keras >= 2.4 metrics
+        fn = value.get("config", {}).get("fn")
+        return [fn] if isinstance(fn, str) else []
     if isinstance(value, list):
         return [n for v in value for n in _names_in(v)]
     if isinstance(value, dict) and "class_name" not in value:
@@ -347,7 +351,7 @@ class Resolver:
         if need.optional and (d is None or d.kind not in kinds):
             return None  # a k2to3 rule handles it
         if d is None or d.kind not in kinds:
-            label = {"class": "layer class", "function": "function"}[need.kind]
+            label = {"class": "layer class", "function": "function", "lambda_named": "Lambda function"}[need.kind]
             where = f" as {need.key}" if need.key and need.kind == "function" else ""
             code = rules_mod.builtin_code("unknown_class" if need.kind == "class" else "activation_lambda")
             self.error(code, f"{label} '{name}'{where} is not defined at module level in the --src files"
@@ -388,6 +392,12 @@ class Resolver:
                 got_name = self.named(need, ("function", "lambda"))
                 if got_name:
                     self.res.functions[need.fn_name] = got_name  # type: ignore[index]
+            elif need.kind == "lambda_named":
+                got_name = self.named(need, ("function", "lambda"))
+                if got_name:
+                    d = self.index.defs[got_name]
+                    self.res.lambdas[need.layer] = {"function": got_name, "arguments": need.arguments,  # type: ignore
+                                                    "source": d.where}
         if build_fn and weights_only:  # the build function makes the model
             d = self.index.defs.get(build_fn)
             if d is None or d.kind != "function":

@@ -140,6 +140,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
             plan["renames"] = _renames_by_order(model, artifact)
         else:
             model = build_model(plan)
+            _check_lambda_shapes(model, plan["model"])
     ledger = restore(model, artifact, plan["renames"])
     if not ledger.complete:
         raise K2to3Error(
@@ -160,6 +161,20 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
     }
+
+
+def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
+    """A Lambda rebuilt from --src must give the output shape its Keras 2 config recorded (a raw
+    output_shape): a different shape means the matched source function is not the one that built it."""
+    for s in spec.get("layers", []):
+        want = s.get("expect_output_shape")
+        if not want:
+            continue
+        got = list(model.get_layer(s["name"]).output.shape[1:])
+        if len(got) != len(want) or any(w is not None and g is not None and w != g for w, g in zip(want, got)):
+            raise K2to3Error(f"Lambda '{s['orig_name']}': the source function gives output shape {got}, the file "
+                             f"recorded {want}", hint="the matched source call is not the one that built this "
+                             "layer; give it name= in the source or pass --src FILE:FUNCTION")
 
 
 def _call_build_fn(keras: Any, req: dict[str, Any]) -> Any:
