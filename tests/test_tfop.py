@@ -11,7 +11,8 @@ import pytest
 from conftest import CACHE, FIXTURES, H5, record
 from test_convert import check_parity
 
-from k2to3.convert import NotPortableReport, Options, convert
+from k2to3.convert import Options, convert
+from k2to3.errors import K2to3Error
 from k2to3.upgrade import upgrade
 
 pytestmark = pytest.mark.slow
@@ -66,18 +67,46 @@ def _op_model(function: str, kwargs: dict) -> dict:
 
 def test_untranslatable_op_is_a_finding_naming_layer_and_op():
     plan = upgrade(_op_model("raw_ops.AddV2", {"y": 1.0}))
-    (err,) = plan.errors
-    assert err.code == "K2T904" and err.layer == "op" and "raw_ops.AddV2" in err.message
+    (warn,) = [f for f in plan.findings if f.code == "K2T904"]
+    assert warn.severity == "warning" and warn.layer == "op" and "raw_ops.AddV2" in warn.message
+    assert plan.tf_only == [{"layer": "op", "op": "tf.raw_ops.AddV2", "reason": plan.tf_only[0]["reason"]}]
     plan = upgrade(_op_model("math.cumsum", {"axis": 1, "exclusive": True}))
-    assert plan.errors and "exclusive" in plan.errors[0].message
+    assert not plan.errors and "exclusive" in plan.tf_only[0]["reason"]
 
 
-def test_untranslatable_op_stops_convert_without_output(tmp_path):
+def test_tf_op_that_fails_in_tensorflow_stops_convert_without_output(tmp_path):
+    """Kept as a TF call, tf.strings.length on a float tensor fails when the graph is rebuilt: one line, exit 3,
+    nothing written."""
     src = tmp_path / "m.h5"
     with h5py.File(src, "w") as f:
         f.attrs["model_config"] = json.dumps(_op_model("strings.length", {}))
         f.attrs["keras_version"] = "2.15.0"
         f.create_group("model_weights").attrs["layer_names"] = []
-    with pytest.raises(NotPortableReport) as exc:
+    with pytest.raises(K2to3Error) as exc:
         convert(Options(src=src, out=tmp_path / "m.keras"))
-    assert "strings.length" in exc.value.line() and not (tmp_path / "m.keras").exists()
+    assert "strings.length" in exc.value.line() and exc.value.code == 3 and not (tmp_path / "m.keras").exists()
+
+
+def test_untranslatable_op_is_kept_as_a_tf_call():
+    from k2to3.artifact import read_artifact
+
+    a = read_artifact(FIXTURES / "src_models" / "tf_only.h5")
+    plan = upgrade(a.model_config, a.training_config)
+    assert not plan.errors
+    (t,) = plan.tf_only
+    assert t["op"] == "tf.math.cumsum" and "exclusive=True" in t["reason"] and plan.needs_portable
+    assert any(f.code == "K2T904" and f.severity == "warning" for f in plan.findings)
+
+
+@pytest.mark.slow
+def test_tf_only_model_converts_for_tensorflow(pool, tmp_path):
+    """The rest of the model converts; the .keras is verified on tensorflow against the Keras 2 reference, torch
+    and jax are skipped (the layer says why if loaded there), verdict tf_only, exit code 3, file written."""
+    out = tmp_path / "m.keras"
+    report = convert(Options(src=FIXTURES / "src_models" / "tf_only.h5", out=out), pool=pool)
+    assert report["verdict"] == "tf_only" and report["exit_code"] == 3 and out.exists()
+    assert report["reference"]["kind"] == "keras2-tf_keras"
+    assert report["backends"]["tensorflow"]["status"] == "parity"
+    assert report["backends"]["torch"]["status"] == report["backends"]["jax"]["status"] == "skipped"
+    assert "tf.math.cumsum" in report["backends"]["jax"]["reason"]
+    assert "import k2to3.portable" in report["output"]["load"]

@@ -124,6 +124,9 @@ def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None =
                rules=dict(Counter(f.code for f in plan.findings if f.severity != "error")),
                tf_ops=ops, n_op_layers=sum(v for k, v in counts.items() if k in OP_LAYER_CLASSES))
     errors = plan.errors
+    if not errors and plan.tf_only:
+        t = plan.tf_only[0]
+        return {**row, "verdict": "tf-only", "reason": f"{t['reason']} at layer '{t['layer']}' (kept as a TF call)"}
     if not errors:
         return {**row, "verdict": "portable", "reason": "every layer has a rule or a Keras 3 equivalent"}
     if any(e.code == "K2T904" for e in errors):

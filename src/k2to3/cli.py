@@ -110,6 +110,9 @@ def _summary(report: dict) -> None:
         if v["status"] == "error":
             t.add_row(b, "[red]error[/]", "", "", "", "", "", "", v["error"][:60])
             continue
+        if v["status"] == "skipped":
+            t.add_row(b, "[yellow]skipped[/]", "", "", "", "", "", "", v["reason"][:60])
+            continue
         outs = v["outputs"]
         agree = [o["argmax_agreement"] for o in outs if o["argmax_agreement"] is not None]
         color = "green" if v["status"] == "parity" else "red"

@@ -323,6 +323,8 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     opts, progress = job.opts, job.progress
     t_start = time.perf_counter()
     rtol, atol, tol_source = tolerances(opts, plan)
+    # A model with TF-only ops (k2to3>TFOpLayer) runs on the tensorflow backend only.
+    verify = ("tensorflow",) if plan.tf_only else opts.backends
     if not job.build_fn:
         _inputs(job, plan.model, report)
     plan_path = job.work / "plan.json"
@@ -350,7 +352,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
     with ThreadPoolExecutor(max_workers=len(wp.roles())) as pool:
         futs: dict[str, Future] = {}
-        for b in opts.backends:
+        for b in verify:
             if b != "tensorflow":
                 futs[b] = pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
                                       out=job.npz(f"out-{b}"), layers=False, modules=job.modules)
@@ -366,13 +368,13 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
             return golden, gerr
 
         fut_golden = pool.submit(tf_side)
-        if "tensorflow" in opts.backends:
+        if "tensorflow" in verify:
             futs = {"tensorflow": pool.submit(lambda: (fut_golden.result(), tfw.call(
                 "verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz("out-tensorflow"),
                 layers=False, modules=job.modules))[1]), **futs}
         reference = _reference(job, fut_golden, report)
         results: dict[str, dict[str, Any]] = {}
-        for b in opts.backends:
+        for b in verify:
             try:
                 results[b] = futs[b].result()
                 progress(f"{b}: loaded with safe_mode=True and ran")
@@ -381,7 +383,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
                 progress(f"{b}: failed: {exc.message}")
     if reference is None:  # golden unavailable: the Keras 3 tensorflow result is the reference
         kind = "tensorflow" if "error" not in results.get("tensorflow", {"error": 1}) else next(
-            (b for b in opts.backends if "error" not in results[b]), None)
+            (b for b in verify if "error" not in results[b]), None)
         if kind is None:
             raise K2to3Error("no backend could load the converted model", Exit.INTERNAL,
                              hint=f"see {report['backends'] if 'backends' in report else 'the worker logs'}")
@@ -389,7 +391,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         report["reference"].update(kind=f"keras3-{kind}")
     backends: dict[str, Any] = {}
     mismatched = []
-    for b in opts.backends:
+    for b in verify:
         r = results[b]
         if "error" in r:
             backends[b] = {"status": "error", "error": r["error"]}
@@ -412,6 +414,10 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         if not ok or not backends[b]["weight_hash_matches_build"]:
             mismatched.append(b)
     _locate_divergence(job, report, backends, plan, rtol, atol)
+    ops = ", ".join(sorted({f"{t['op']} at layer '{t['layer']}'" for t in plan.tf_only}))
+    for b in opts.backends:
+        if b not in backends:
+            backends[b] = {"status": "skipped", "reason": f"TensorFlow-only ops: {ops}"}
     hashes = {v["weight_hash"] for v in backends.values() if "weight_hash" in v}
     report["backends"] = backends
     report["weight_hashes_agree"] = len(hashes) == 1
@@ -430,6 +436,8 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         report.update(verdict="error", exit_code=int(Exit.INTERNAL))
     elif mismatched or len(hashes) != 1:
         report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
+    elif plan.tf_only:  # written and verified on tensorflow; not portable to torch / jax
+        report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=plan.tf_only)
     else:
         report.update(verdict="parity", exit_code=int(Exit.PARITY))
     return report

@@ -181,3 +181,52 @@ class ContribInstanceNormalization(keras.layers.Layer):
                 "gamma_regularizer": keras.regularizers.serialize(self.gamma_regularizer),
                 "beta_constraint": keras.constraints.serialize(self.beta_constraint),
                 "gamma_constraint": keras.constraints.serialize(self.gamma_constraint)}
+
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class TFOpLayer(keras.layers.Layer):
+    """A TFOpLambda node whose TensorFlow function has no keras.ops equivalent, kept as that TensorFlow call:
+    the model then runs on the tensorflow backend only (k2to3 convert reports it as TF-only). `template` is the
+    call's [first argument, keyword arguments] with every tensor replaced by {"__tensor__": i}, i indexing the
+    layer's input list."""
+
+    def __init__(self, function: str, template: list, **kwargs):
+        super().__init__(**kwargs)
+        self.function = function
+        self.call_template = template
+
+    @staticmethod
+    def template(value, tensors: list, tensor_type: type):
+        if isinstance(value, tensor_type):
+            tensors.append(value)
+            return {"__tensor__": len(tensors) - 1}
+        if isinstance(value, (list, tuple)):
+            return [TFOpLayer.template(v, tensors, tensor_type) for v in value]
+        if isinstance(value, dict):
+            return {k: TFOpLayer.template(v, tensors, tensor_type) for k, v in value.items()}
+        return value
+
+    def _fill(self, value, tensors):
+        if isinstance(value, dict) and set(value) == {"__tensor__"}:
+            return tensors[value["__tensor__"]]
+        if isinstance(value, list):
+            return [self._fill(v, tensors) for v in value]
+        if isinstance(value, dict):
+            return {k: self._fill(v, tensors) for k, v in value.items()}
+        return value
+
+    def call(self, tensors):
+        if keras.backend.backend() != "tensorflow":
+            raise RuntimeError(f"layer {self.name!r} calls tf.{self.function}, which has no keras.ops equivalent: "
+                               "this model runs on the tensorflow backend only")
+        import tensorflow as tf
+
+        fn = tf
+        for part in self.function.split("."):
+            fn = getattr(fn, part)
+        first, kwargs = self._fill(self.call_template, list(tensors))
+        return fn(first, **kwargs)
+
+    def get_config(self):
+        return {**super().get_config(), "function": self.function, "template": self.call_template}

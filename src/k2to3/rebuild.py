@@ -109,6 +109,20 @@ class GraphBuilder:
         if not ok:
             return False
         fn = spec["op"]
+        if spec.get("tf_only"):
+            from .portable import TFOpLayer
+
+            tensors: list[Any] = []
+            template = TFOpLayer.template([first, kwargs], tensors, keras.KerasTensor)
+            n = len(self.calls.get(spec["name"], []))  # one layer per node: each node has its own arguments
+            layer = TFOpLayer(fn, template, name=spec["name"] if n == 0 else f"{spec['name']}_node{n}")
+            try:
+                out = layer(tensors)
+            except Exception as exc:
+                raise NotPortable(f"layer '{spec['orig_name']}': kept as tf.{fn}, but calling it failed: "
+                                  f"{_first_line(exc)}", hint="replace the op in the source and re-save") from None
+            self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
+            return True
         try:
             if fn == op_table.GETITEM:
                 flips, index = op_table.flips_for_negative_steps(op_table.slice_index(kwargs["slice_spec"]),

@@ -57,8 +57,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                   "max rel err | min rtol | min atol | argmax agree | first divergent layer |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for b, v in report["backends"].items():
-            if v["status"] == "error":
-                lines.append(f"| {b} | error: {v['error']} | | | | | | | | |")
+            if v["status"] in ("error", "skipped"):
+                lines.append(f"| {b} | {v['status']}: {v.get('error') or v.get('reason')} | | | | | | | | |")
                 continue
             outs = v["outputs"]
             fdl = v.get("first_divergent_layer") or {}

@@ -46,6 +46,7 @@ class Plan:
     compile: dict[str, Any] | None = None
     dtype_policies: set[str] = field(default_factory=set)
     needs_portable: bool = False
+    tf_only: list[dict[str, str]] = field(default_factory=list)  # ops kept as TensorFlow calls (layer, op, why)
 
     @property
     def errors(self) -> list[Finding]:
@@ -58,6 +59,7 @@ class Plan:
             "compile": self.compile,
             "dtype_policies": sorted(self.dtype_policies),
             "needs_portable": self.needs_portable,
+            "tf_only": self.tf_only,
         }
 
 
@@ -411,8 +413,14 @@ class Upgrader:
             for node in inbound:
                 reason = ops_mod.check(fn, op_node_kwargs(node))
                 if reason:
-                    self.note(code, "error", f"{reason}; the model is TensorFlow-only", orig,
-                              "replace the op with a keras.ops equivalent in the source and re-save")
+                    # Kept as a TensorFlow call (k2to3>TFOpLayer): the rest converts, and the model runs on the
+                    # tensorflow backend only.
+                    self.note(code, "warning", f"{reason}; kept as tf.{fn} (k2to3>TFOpLayer): the model is "
+                              "TensorFlow-only", orig, "replace the op with a keras.ops call in the source and "
+                              "re-save")
+                    spec["tf_only"] = True
+                    self.plan.tf_only.append({"layer": orig, "op": f"tf.{fn}", "reason": reason})
+                    self.plan.needs_portable = True
                     break
             else:
                 entry = None if fn == ops_mod.GETITEM else ops_mod.lookup(fn)
