@@ -64,7 +64,8 @@ raise SystemExit("a training script")
     assert not marker.exists()
     assert set(res.lambdas) == {"affine", "lambda"}
     assert res.lambdas["affine"] == {"function": "scale_shift", "arguments": {"scale": 1.5, "shift": -0.25},
-                                     "source": f"{src}:9"}
+                                     "source": f"{src}:9", "matched_by": "name="}
+    assert res.lambdas["lambda"]["matched_by"].startswith("the only compatible call")
 
 
 def test_generated_modules_are_portable_and_registered():

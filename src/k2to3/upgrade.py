@@ -386,7 +386,8 @@ class Upgrader:
             if raw_cfg.get("output_shape_type") == "raw" and isinstance(recorded, list) and recorded \
                     and all(isinstance(d, int) or d is None for d in recorded):
                 spec["expect_output_shape"] = recorded  # checked against the rebuilt layer (workers/child.py)
-            self.note(self.code("from_source"), "info", f"Lambda rebuilt from the source ({lam['source']}) as "
+            self.note(self.code("from_source"), "info", f"Lambda rebuilt from the source ({lam['source']}, matched "
+                      f"by {lam.get('matched_by') or 'function name'}) as "
                       f"{self.source.registered(lam['function'])}" + (f" with arguments {lam['arguments']}"
                                                                         if lam["arguments"] else ""), orig)
             return spec

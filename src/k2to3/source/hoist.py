@@ -226,6 +226,7 @@ class Resolver:
         self.roots: set[str] = set()
         self.hoisted: dict[tuple[Any, ...], tuple[str, Site]] = {}  # site identity -> (function name, site)
         self.exports: dict[str, dict[str, Any]] = {}  # object name -> report record
+        self.how: dict[str, str] = {}  # layer -> how its Lambda was matched to a call site
 
     def error(self, code: str, message: str, layer: str | None, fix: str) -> None:
         self.res.findings.append(Finding(code, "error", message, layer, fix))
@@ -266,6 +267,8 @@ class Resolver:
             cands = named or [s for s in sites if self.compatible(s, need)]
             scoped = [s for s in cands if scope is not None and s.owner in scope]
             cands = scoped or cands
+            self.how[need.layer] = ("name=" if named else "the only compatible call" + (
+                " in the build function's scope" if scoped else ""))  # type: ignore[index]
             if not cands:
                 what = "lambda activation" if need.kind == "activation_lambda" else "Lambda layer"
                 self.error(rules_mod.builtin_code("lambda" if need.kind == "lambda" else "activation_lambda"),
@@ -286,6 +289,7 @@ class Resolver:
             if len(members) == len(cands) and not any(s.loop_vars for s in cands):
                 for (need, _), site in zip(members, sorted(cands, key=lambda s: s.order)):
                     out[need.layer] = site  # type: ignore[index]
+                    self.how[need.layer] = "order of creation"  # type: ignore[index]
                 continue
             where = ", ".join(s.where for s in cands)
             for need, _ in members:
@@ -376,7 +380,8 @@ class Resolver:
             fname, bound = got
             if need.kind == "lambda":
                 self.res.lambdas[need.layer] = {"function": fname, "arguments": {**need.arguments, **bound},
-                                                "source": site.where}  # type: ignore[index]
+                                                "source": site.where,
+                                                "matched_by": self.how.get(need.layer)}  # type: ignore[index]
             elif bound:
                 self.error(rules_mod.builtin_code("activation_lambda"),
                            f"its activation lambda ({site.where}) closes over {', '.join(bound)}", need.layer,
