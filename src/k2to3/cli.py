@@ -39,12 +39,13 @@ def _fail(exc: K2to3Error) -> None:
         "  k2to3 convert lambdas.h5 --src train.py -o model.keras   (Lambda / custom code from the source; "
         "writes model_k3.py beside model.keras)\n\n"
         "  k2to3 convert weights.h5 --src model.py:build_model -o model.keras   (a save_weights file)\n\n"
-        "Exit codes: 0 parity on every backend, 1 mismatch, 2 usage or input error, 3 not portable, "
-        "4 internal error."
+        "Exit codes: 0 parity on every backend, 1 mismatch, 2 usage or input error, 3 not portable (or "
+        "TensorFlow-only: written, verified on tensorflow only), 4 internal error."
     )
 )
 def convert(
-    src: Annotated[Path, typer.Argument(help="Legacy Keras 2 model (.h5/.hdf5 written by model.save).")],
+    src: Annotated[Path, typer.Argument(help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a "
+                                        "tf.keras .keras archive or a SavedModel directory.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The Keras 3 .keras file to write.")],
     report_dir: Annotated[Path | None, typer.Option(help="Where to write report.json and report.md "
                                                          "[default: OUTPUT's name + '.report/']")] = None,
@@ -63,7 +64,7 @@ def convert(
         "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
         "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
 ) -> None:
-    """Convert a legacy Keras 2 HDF5 model to Keras 3 [bold].keras[/] and verify it on every backend."""
+    """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
     from .convert import convert as run
     from .report import write
