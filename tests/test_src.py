@@ -257,16 +257,17 @@ def test_corpus_lambda_files_convert_with_source(rel, src, corpus, pool, tmp_pat
     """The real files' Lambdas hold bytecode of an old Python; the reference is tf_keras running the
     source as written (the TF1 name tf.fake_quant_with_min_max_vars resolved via tf.compat.v1)."""
     inputs = None
-    if "nnom" in rel:  # nnom feeds 8-bit pixel values (its Lambdas quantize to integer steps in [-128, 127]);
-        # N(0, 1) noise quantizes to the same output for every row, which would prove nothing
-        inputs = tmp_path / "q7.npz"
-        np.savez(inputs, in0=np.random.default_rng(5).integers(0, 128, (8, 28, 28, 1)).astype("float32"))
+    if "nnom" in rel:  # nnom's Lambdas quantize to integer steps in [-128, 127]: N(0, 1) noise gives the same
+        # output for every row (parity that proves nothing). Small integer pixels give input-dependent outputs
+        # on both files (8-bit values 0..127 saturate the cifar10 file to one output).
+        inputs = tmp_path / "ints.npz"
+        np.savez(inputs, in0=np.random.default_rng(5).integers(0, 8, (8, 28, 28, 1)).astype("float32"))
     report = convert(Options(src=corpus / rel, out=tmp_path / "m.keras", sources=(str(SRC / src),),
                              input_npz=inputs), pool=pool)
     record(f"src:{rel}", report)
     _check(report, "the --src definitions as written")
     spread = report["backends"]["tensorflow"]["outputs"][0]["ref_batch_spread"]
-    assert spread > 0.1, spread  # the outputs depend on the input
+    assert spread > 1e-3, spread  # the outputs depend on the input (CarND's steering angles spread 2.5e-3)
     lambdas = [o for o in report["source"]["objects"] if o["kind"] == "lambda function"]
     assert lambdas and all(o["source"].startswith(str(SRC / src)) for o in lambdas)
     n_lambda = sum(1 for f in report["findings"] if f["code"] == "K2T907")
