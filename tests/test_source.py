@@ -183,3 +183,18 @@ def test_lint_path_imports_no_ml_framework(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "IMPORTED []" in r.stdout, r.stdout + r.stderr
 
+
+
+def test_add_weight_positionals_become_keras2_keywords():
+    src = textwrap.dedent("""
+        import tensorflow as tf
+        class Scale(tf.keras.layers.Layer):
+            def build(self, input_shape):
+                self.w = self.add_weight("w", (input_shape[-1],), None, "ones")  # keep me
+                self.b = self.add_weight(name="b", shape=(1,))
+                other.add_weight("x", (1,))
+    """)
+    assert codes(src).count("K2T205") == 1
+    out, _ = fix_source(src)
+    assert 'self.add_weight(name="w", shape=(input_shape[-1],), dtype=None, initializer="ones")  # keep me' in out
+    assert 'other.add_weight("x", (1,))' in out and fix_source(out) == (out, 0)

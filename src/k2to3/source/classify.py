@@ -23,6 +23,8 @@ TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "
               "Variable", "TensorSpec", "GradientTape", "device", "name_scope", "autograph.", "experimental.",
               "random.set_seed", "get_logger", "constant", "convert_to_tensor", "shape", "TensorShape",
               "is_tensor", "executing_eagerly", "identity", "py_function", "numpy_function")
+# Keras 2's Layer.add_weight positional order; Keras 3's starts (shape, initializer, dtype, trainable, ...).
+ADD_WEIGHT_KERAS2 = ("name", "shape", "dtype", "initializer", "regularizer", "trainable", "constraint")
 # Transforms that need the argument's value, not just its expression.
 TRANSFORM_KEYS = {"split_sizes": ("indices_or_sections",), "pad_mode": ("mode", "constant_values"),
                   "resize_method": ("interpolation",), "data_format": ("data_format",)}

@@ -11,7 +11,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 
-from .classify import LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
+from .classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
 from .lint import RELEVANT
 
 
@@ -95,6 +95,15 @@ class FixCommand(VisitorBasedCodemodCommand):
         )
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        func = original.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "add_weight" and dotted_name(func.value) == "self":
+            positional = [a for a in updated.args if a.keyword is None and not a.star]
+            if positional and len(positional) <= len(ADD_WEIGHT_KERAS2) and not any(a.star for a in updated.args):
+                eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+                args = [a.with_changes(keyword=cst.Name(ADD_WEIGHT_KERAS2[i]), equal=eq) if i < len(positional)
+                        else a for i, a in enumerate(updated.args)]
+                self.changed += 1
+                return updated.with_changes(args=args)
         q = self.aliases.resolve(dotted_name(original.func))
         if q is None or keras_name(q) == LAMBDA:
             return updated

@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .classify import LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
+from .classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,11 @@ class Linter(ast.NodeVisitor):
         self.loop_vars.pop()
 
     def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_weight" and node.args \
+                and dotted(node.func.value) == "self" and len(node.args) <= len(ADD_WEIGHT_KERAS2):
+            names = ", ".join(ADD_WEIGHT_KERAS2[:len(node.args)])
+            self.add(node, "K2T205", f"self.add_weight with positional arguments ({names} in Keras 2; Keras 3's "
+                     "order starts shape, initializer)", True)
         q = self.aliases.resolve(dotted(node.func))
         if q is not None:
             if keras_name(q) == LAMBDA:
