@@ -343,3 +343,17 @@ def test_recorded_lambda_output_shape_is_checked(pool, tmp_path):
                                          r"file recorded \[3\]"):
         convert(Options(src=h5, out=tmp_path / "m.keras", sources=(str(ZOO),)), pool=pool)
     assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
+
+
+def test_unresolved_loss_keeps_the_model_convertible():
+    """A loss stored as "<lambda>" (or a name the source lacks) is optional: the compile config is saved without
+    it and a warning says so; the model itself still converts."""
+    from k2to3.upgrade import upgrade
+
+    a = read_artifact(MODELS / "lambda_activation.h5")
+    tc = {"loss": "<lambda>", "metrics": ["missing_metric"], "optimizer_config": None}
+    res = resolve_sources(index_sources([ZOO]), a.model_config, tc, "m_k3")
+    assert not res.errors
+    plan = upgrade(a.model_config, tc, res)
+    assert not plan.errors and plan.compile["loss"] is None
+    assert any("'<lambda>' is a custom function" in f.message for f in plan.findings if f.severity == "warning")

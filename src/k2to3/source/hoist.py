@@ -178,8 +178,8 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
     tc = training_config or {}
     for what in ("loss", "metrics", "weighted_metrics"):
         for fname in _names_in(tc.get(what)):
-            if fname not in PORTABLE_LOSS_NAMES:
-                needs.append(Need("function", None, key=what, fn_name=fname))
+            if fname not in PORTABLE_LOSS_NAMES:  # optional: the compile config is kept without it, with a warning
+                needs.append(Need("function", None, key=what, fn_name=fname, optional=True))
     return needs
 
 
