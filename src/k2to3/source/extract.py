@@ -29,6 +29,7 @@ class Definition:
     line: int
     code: str  # the statement's source (an import: just this name's import)
     deps: set[str] = field(default_factory=set)  # module-level names it references
+    lazy_deps: Any = None  # computes more deps on first use (symtable, paid only for definitions a model needs)
     order: int = 0
     value: Any = None  # loopvar: the value the name holds after the loop (static iterables only)
     args: list[str] = field(default_factory=list)  # function / lambda parameters
@@ -109,6 +110,9 @@ class SourceIndex:
                 missing[n] = (f"is assigned by running code at {self.dynamic[n]}" if n in self.dynamic
                               else "is not defined or imported at module level in the --src files")
                 continue
+            if d.lazy_deps is not None:
+                d.deps |= d.lazy_deps() - {d.name}
+                d.lazy_deps = None
             todo.extend(d.deps)
         out = sorted((self.defs[n] for n in seen if n in self.defs), key=lambda d: d.order)
         return out, missing
@@ -166,14 +170,24 @@ class _Indexer:
         self.lines = text.splitlines(keepends=True)
         try:
             self.tree = ast.parse(text, filename=str(path))
-            self.table = symtable.symtable(text, str(path), "exec")
         except SyntaxError as exc:
             raise InputError(f"{path}:{exc.lineno}: syntax error in --src file ({exc.msg})",
                              hint="fix the file or pass another --src") from None
         self.aliases = collect_aliases(self.tree)
-        self.tables: dict[tuple[str, int], list[symtable.SymbolTable]] = {}
-        _tables_by_line(self.table, self.tables)
+        self._tables: dict[tuple[str, int], list[symtable.SymbolTable]] | None = None  # built on first use
         self.consts: dict[str, Any] = {}
+
+    @property
+    def tables(self) -> dict[tuple[str, int], list[symtable.SymbolTable]]:
+        """Symbol tables by (name, line): a second compile of the file, so only when a definition of it is
+        needed or it has a Lambda call site (3.9x the parse for a whole tree otherwise)."""
+        if self._tables is None:
+            self._tables = {}
+            try:
+                _tables_by_line(symtable.symtable(self.text, str(self.path), "exec"), self._tables)
+            except SyntaxError:
+                pass  # ast accepted it; without tables, references are taken from the ast alone
+        return self._tables
 
     def add(self, d: Definition) -> None:
         if d.name in self.index.defs and self.index.defs[d.name].path != d.path:
@@ -184,6 +198,14 @@ class _Indexer:
         d.order = self.index.counter
         self.index.defs[d.name] = d
         self.index.dynamic.pop(d.name, None)
+
+    def lazy_globals(self, kind: str, node: ast.AST) -> Any:
+        def deps() -> set[str]:
+            table = self.table_of(kind, node)
+            if table is not None:
+                return _table_globals(table)
+            return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}  # no table: every name (safe side)
+        return deps
 
     def table_of(self, kind: str, node: ast.AST) -> symtable.SymbolTable | None:
         name = "lambda" if kind == "lambda" else getattr(node, "name", "")
@@ -212,15 +234,13 @@ class _Indexer:
             self.imports(stmt)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             kind = "class" if isinstance(stmt, ast.ClassDef) else "function"
-            table = self.table_of(kind, stmt)
-            deps = _table_globals(table) if table else set()
-            deps |= {n.id for d in getattr(stmt, "decorator_list", []) for n in ast.walk(d) if isinstance(n, ast.Name)}
+            deps = {n.id for d in getattr(stmt, "decorator_list", []) for n in ast.walk(d) if isinstance(n, ast.Name)}
             if isinstance(stmt, ast.ClassDef):
                 deps |= {n.id for b in stmt.bases + [k.value for k in stmt.keywords] for n in ast.walk(b)
                          if isinstance(n, ast.Name)}
             args = [a.arg for a in stmt.args.args] if kind == "function" else []
             self.add(Definition(stmt.name, kind, self.path, stmt.lineno, _segment(self.lines, stmt), deps - {stmt.name},
-                                args=args))
+                                args=args, lazy_deps=self.lazy_globals(kind, stmt)))
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             names = [t.id for t in targets if isinstance(t, ast.Name)]
@@ -232,9 +252,9 @@ class _Indexer:
                 return
             name, value = names[0], stmt.value
             if isinstance(value, ast.Lambda):
-                table = self.table_of("lambda", value)
-                self.add(Definition(name, "lambda", self.path, stmt.lineno, _segment(self.lines, stmt),
-                                    _table_globals(table) if table else set(), args=[a.arg for a in value.args.args]))
+                self.add(Definition(name, "lambda", self.path, stmt.lineno, _segment(self.lines, stmt), set(),
+                                    args=[a.arg for a in value.args.args],
+                                    lazy_deps=self.lazy_globals("lambda", value)))
             elif _static(value, set(self.consts)):
                 self.consts[name] = _eval_const(value, self.consts)
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
