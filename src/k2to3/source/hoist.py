@@ -13,6 +13,7 @@ Nothing here imports keras or runs the source."""
 from __future__ import annotations
 
 import ast
+import copy
 import keyword
 import re
 from collections.abc import Iterator
@@ -82,8 +83,6 @@ class Resolution:
     def golden_config(self, model_config: dict[str, Any]) -> dict[str, Any]:
         """The artifact's model config with every Lambda and lambda activation pointing at the Keras 2 module's
         functions by name (tf_keras then never sees the file's bytecode)."""
-        import copy
-
         cfg = copy.deepcopy(model_config)
         for layer in walk_layers(cfg):
             lc = layer.get("config", {})

@@ -14,6 +14,35 @@ import tf_keras
 from tf_keras import backend as K
 
 
+def _set_affine(layer, beta_initializer, gamma_initializer, beta_regularizer, gamma_regularizer, beta_constraint,
+                gamma_constraint) -> None:
+    """The gamma/beta settings both libraries' normalization layers take, resolved as they resolve them."""
+    layer.beta_initializer = tf_keras.initializers.get(beta_initializer)
+    layer.gamma_initializer = tf_keras.initializers.get(gamma_initializer)
+    layer.beta_regularizer = tf_keras.regularizers.get(beta_regularizer)
+    layer.gamma_regularizer = tf_keras.regularizers.get(gamma_regularizer)
+    layer.beta_constraint = tf_keras.constraints.get(beta_constraint)
+    layer.gamma_constraint = tf_keras.constraints.get(gamma_constraint)
+
+
+def _affine_weights(layer, shape) -> None:
+    layer.gamma = layer.add_weight(shape=shape, name="gamma", initializer=layer.gamma_initializer,
+                                   regularizer=layer.gamma_regularizer, constraint=layer.gamma_constraint) \
+        if layer.scale else None
+    layer.beta = layer.add_weight(shape=shape, name="beta", initializer=layer.beta_initializer,
+                                  regularizer=layer.beta_regularizer, constraint=layer.beta_constraint) \
+        if layer.center else None
+
+
+def _affine_config(layer) -> dict:
+    return {"beta_initializer": tf_keras.initializers.serialize(layer.beta_initializer),
+            "gamma_initializer": tf_keras.initializers.serialize(layer.gamma_initializer),
+            "beta_regularizer": tf_keras.regularizers.serialize(layer.beta_regularizer),
+            "gamma_regularizer": tf_keras.regularizers.serialize(layer.gamma_regularizer),
+            "beta_constraint": tf_keras.constraints.serialize(layer.beta_constraint),
+            "gamma_constraint": tf_keras.constraints.serialize(layer.gamma_constraint)}
+
+
 @tf_keras.utils.register_keras_serializable(package="Addons")
 class GroupNormalization(tf_keras.layers.Layer):
     """tensorflow-addons 0.23 `tfa.layers.GroupNormalization` (tensorflow_addons/layers/normalizations.py)."""
@@ -24,24 +53,14 @@ class GroupNormalization(tf_keras.layers.Layer):
         super().__init__(**kwargs)
         self.supports_masking = True
         self.groups, self.axis, self.epsilon, self.center, self.scale = groups, axis, epsilon, center, scale
-        self.beta_initializer = tf_keras.initializers.get(beta_initializer)
-        self.gamma_initializer = tf_keras.initializers.get(gamma_initializer)
-        self.beta_regularizer = tf_keras.regularizers.get(beta_regularizer)
-        self.gamma_regularizer = tf_keras.regularizers.get(gamma_regularizer)
-        self.beta_constraint = tf_keras.constraints.get(beta_constraint)
-        self.gamma_constraint = tf_keras.constraints.get(gamma_constraint)
+        _set_affine(self, beta_initializer, gamma_initializer, beta_regularizer, gamma_regularizer, beta_constraint,
+                    gamma_constraint)
 
     def build(self, input_shape):
         dim = input_shape[self.axis]
         if self.groups == -1:
             self.groups = dim
-        shape = (dim,)
-        self.gamma = self.add_weight(shape=shape, name="gamma", initializer=self.gamma_initializer,
-                                     regularizer=self.gamma_regularizer, constraint=self.gamma_constraint) \
-            if self.scale else None
-        self.beta = self.add_weight(shape=shape, name="beta", initializer=self.beta_initializer,
-                                    regularizer=self.beta_regularizer, constraint=self.beta_constraint) \
-            if self.center else None
+        _affine_weights(self, (dim,))
         super().build(input_shape)
 
     def call(self, inputs):
@@ -72,14 +91,8 @@ class GroupNormalization(tf_keras.layers.Layer):
         return tf.reshape(out, tensor_input_shape) if not instance else out
 
     def get_config(self):
-        s = tf_keras.initializers.serialize
         config = {"groups": self.groups, "axis": self.axis, "epsilon": self.epsilon, "center": self.center,
-                  "scale": self.scale, "beta_initializer": s(self.beta_initializer),
-                  "gamma_initializer": s(self.gamma_initializer),
-                  "beta_regularizer": tf_keras.regularizers.serialize(self.beta_regularizer),
-                  "gamma_regularizer": tf_keras.regularizers.serialize(self.gamma_regularizer),
-                  "beta_constraint": tf_keras.constraints.serialize(self.beta_constraint),
-                  "gamma_constraint": tf_keras.constraints.serialize(self.gamma_constraint)}
+                  "scale": self.scale, **_affine_config(self)}
         return {**super().get_config(), **config}
 
 
@@ -102,21 +115,11 @@ class InstanceNormalization(tf_keras.layers.Layer):
         super().__init__(**kwargs)
         self.supports_masking = True
         self.axis, self.epsilon, self.center, self.scale = axis, epsilon, center, scale
-        self.beta_initializer = tf_keras.initializers.get(beta_initializer)
-        self.gamma_initializer = tf_keras.initializers.get(gamma_initializer)
-        self.beta_regularizer = tf_keras.regularizers.get(beta_regularizer)
-        self.gamma_regularizer = tf_keras.regularizers.get(gamma_regularizer)
-        self.beta_constraint = tf_keras.constraints.get(beta_constraint)
-        self.gamma_constraint = tf_keras.constraints.get(gamma_constraint)
+        _set_affine(self, beta_initializer, gamma_initializer, beta_regularizer, gamma_regularizer, beta_constraint,
+                    gamma_constraint)
 
     def build(self, input_shape):
-        shape = (1,) if self.axis is None else (input_shape[self.axis],)
-        self.gamma = self.add_weight(shape=shape, name="gamma", initializer=self.gamma_initializer,
-                                     regularizer=self.gamma_regularizer, constraint=self.gamma_constraint) \
-            if self.scale else None
-        self.beta = self.add_weight(shape=shape, name="beta", initializer=self.beta_initializer,
-                                    regularizer=self.beta_regularizer, constraint=self.beta_constraint) \
-            if self.center else None
+        _affine_weights(self, (1,) if self.axis is None else (input_shape[self.axis],))
         self.built = True
 
     def call(self, inputs, training=None):
@@ -138,13 +141,8 @@ class InstanceNormalization(tf_keras.layers.Layer):
         return normed
 
     def get_config(self):
-        s = tf_keras.initializers.serialize
         config = {"axis": self.axis, "epsilon": self.epsilon, "center": self.center, "scale": self.scale,
-                  "beta_initializer": s(self.beta_initializer), "gamma_initializer": s(self.gamma_initializer),
-                  "beta_regularizer": tf_keras.regularizers.serialize(self.beta_regularizer),
-                  "gamma_regularizer": tf_keras.regularizers.serialize(self.gamma_regularizer),
-                  "beta_constraint": tf_keras.constraints.serialize(self.beta_constraint),
-                  "gamma_constraint": tf_keras.constraints.serialize(self.gamma_constraint)}
+                  **_affine_config(self)}
         return {**super().get_config(), **config}
 
 
