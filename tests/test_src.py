@@ -357,3 +357,24 @@ def test_unresolved_loss_keeps_the_model_convertible():
     plan = upgrade(a.model_config, tc, res)
     assert not plan.errors and plan.compile["loss"] is None
     assert any("'<lambda>' is a custom function" in f.message for f in plan.findings if f.severity == "warning")
+
+
+def test_src_directory_resolves_from_the_one_script_that_fits():
+    """A --src directory (or an audited tree): each script is tried alone first. lambda_args resolves from
+    k2_zoo.py only; CarND's one module-level lambda cannot have made lambda_loop's three layers (a module-level
+    call outside loops runs once), so that file is not taken for it, and the loop model stays ambiguous until
+    FILE:FUNCTION names its builder."""
+    from k2to3.source.hoist import resolve_in_files
+
+    files = sorted(SRC.glob("*.py"))
+    index = index_sources(files)
+    a = read_artifact(MODELS / "lambda_args.h5")
+    res = resolve_in_files(index, a.model_config, None, "m_k3")
+    assert not res.errors and {o["source"].rsplit(":", 1)[0] for o in res.objects} == {str(ZOO)}
+    loop = read_artifact(MODELS / "lambda_loop.h5")
+    only_carnd = resolve_sources(index_sources([SRC / "carnd_model.py"]), loop.model_config, None, "m_k3")
+    assert only_carnd.errors and "runs once at module level but 3 Lambda layers" in only_carnd.errors[0].message
+    res = resolve_in_files(index, loop.model_config, None, "m_k3")
+    assert res.errors and "FILE:FUNCTION" in (res.errors[0].fix or "")
+    res = resolve_in_files(index, loop.model_config, None, "m_k3", build_fn="build_lambda_loop")
+    assert not res.errors and set(res.lambdas) == {"lambda", "lambda_1", "lambda_2"}

@@ -22,7 +22,7 @@ from .artifact import file_sha256, read_artifact, read_keras_config, sniff
 from .errors import K2to3Error
 from .source.extract import SourceIndex, index_sources
 from .source.files import SKIP_DIRS, Config
-from .source.hoist import collect_needs, resolve_sources
+from .source.hoist import resolve_in_files
 from .source.run import lint_paths
 from .upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
 
@@ -105,24 +105,6 @@ def _config_of(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any] | 
     return art.model_config, art.training_config, art.keras_version, art.n_params  # type: ignore[return-value]
 
 
-def _resolve_in_tree(index: SourceIndex, model_config: dict[str, Any], training_config: Any) -> Any:
-    """Resolve an artifact's Lambdas and custom objects from the tree: first from each single file that could
-    hold them (a training script usually builds one model; in a merged index the same name in several scripts
-    would be ambiguous), then from the whole tree."""
-    needs = collect_needs(model_config, training_config)
-    names = {n.class_name or n.fn_name for n in needs} - {None}
-    wants_sites = any(n.kind in ("lambda", "activation_lambda") for n in needs)
-    files = [p for p in index.paths if p in index.texts and (
-        (wants_sites and any(s.path == p for s in index.sites))
-        or any(index.defs.get(n) is not None and index.defs[n].path == p for n in names)
-        or any(f"def {n}" in index.texts[p] or f"class {n}" in index.texts[p] for n in names))]
-    for p in files[:50]:
-        res = resolve_sources(index_sources([p]), model_config, training_config, "audit_k3")
-        if not res.errors:
-            return res
-    return resolve_sources(index, model_config, training_config, "audit_k3")
-
-
 def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
     try:
@@ -151,7 +133,7 @@ def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None =
         return {**row, "verdict": "tf-only", "reason": errors[0].line()}
     src_reason = None
     if index is not None and row["kind"] == "hdf5":
-        res = _resolve_in_tree(index, model_config, training_config)
+        res = resolve_in_files(index, model_config, training_config, "audit_k3")
         if not res.errors:  # what `convert --src` would use: the tree's own definitions
             files = sorted({o["source"].rsplit(":", 1)[0] for o in res.objects})
             return {**row, "verdict": "portable with source", "src": files, "source_objects": res.objects,

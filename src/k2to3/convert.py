@@ -22,7 +22,7 @@ from .compare import compare_outputs, first_divergent_layer
 from .errors import Exit, InputError, K2to3Error, NotPortable
 from .inputs import input_specs, load_inputs, make_inputs
 from .source.extract import index_sources
-from .source.hoist import Resolution, collect_needs, module_name_for, resolve_sources
+from .source.hoist import Resolution, collect_needs, module_name_for, resolve_in_files, resolve_sources
 from .upgrade import Plan, upgrade
 from .workers.pool import KINDS, Pool, WorkerError
 
@@ -86,7 +86,8 @@ def _has_fn(spec: str) -> bool:
 
 
 def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
-    """--src values -> (files, build function). `FILE:FUNCTION` names a weights-only file's build function."""
+    """--src values -> (files, build function). `FILE:FUNCTION` names the build function; a directory stands for
+    the .py files under it."""
     files, build_fn = [], None
     for spec in specs:
         if _has_fn(spec):
@@ -96,8 +97,13 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
                                  hint="name one build function")
             build_fn = fn
             files.append(Path(path))
+        elif Path(spec).is_dir():
+            from .source.files import SKIP_DIRS
+
+            files.extend(p for p in sorted(Path(spec).rglob("*.py")) if not SKIP_DIRS & set(p.parts))
         else:
             files.append(Path(spec))
+    files = list(dict.fromkeys(files))  # a file named and also under a named directory: once
     for f in files:
         if not f.is_file():
             raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
@@ -171,7 +177,8 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
     Pass a warm `pool` to convert many models without paying the backend imports again."""
     check_paths(opts)
     files, build_fn = parse_sources(opts.sources)
-    index = index_sources(files) if files else None
+    # Files named one by one must parse; files found under a --src directory may be skipped with a note.
+    index = index_sources(files, skip_bad=any(Path(s).is_dir() for s in opts.sources)) if files else None
     if files:
         progress(f"read {len(files)} source file(s): definitions only, nothing is run")
     pools = {"pool": pool}
@@ -192,8 +199,8 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
         source = None
         if index is not None:
-            source = resolve_sources(index, artifact.model_config, artifact.training_config,
-                                     module_name_for(opts.out.stem), build_fn)
+            source = resolve_in_files(index, artifact.model_config, artifact.training_config,
+                                      module_name_for(opts.out.stem), build_fn)
         plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
             else Plan(model={})
         if source is not None:

@@ -59,6 +59,7 @@ class Site:
     params: list[str]
     order: int
     owner: str | None = None  # the module-level function the call is in (None: module level)
+    in_loop: bool = False  # inside a for/while loop (a module-level call outside loops runs once)
 
     @property
     def where(self) -> str:
@@ -307,7 +308,13 @@ class _SiteVisitor(ast.NodeVisitor):
     def __init__(self, ix: _Indexer):
         self.ix = ix
         self.loops: list[set[str]] = []
+        self.whiles = 0
         self.owner: str | None = None
+
+    def visit_While(self, node: ast.While) -> None:
+        self.whiles += 1
+        self.generic_visit(node)
+        self.whiles -= 1
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if self.owner is None and node in self.ix.tree.body:
@@ -376,7 +383,7 @@ class _SiteVisitor(ast.NodeVisitor):
             argument_keys=keys, arguments_static=static, has_output_shape="output_shape" in kw,
             layer_class=layer_class, frees=frees, globals_=frozenset(globals_),
             loop_vars=frozenset((set(frees) | globals_) & loop_names), params=params,
-            order=len(self.ix.index.sites), owner=self.owner))
+            order=len(self.ix.index.sites), owner=self.owner, in_loop=bool(self.loops) or self.whiles > 0))
 
 
 def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:

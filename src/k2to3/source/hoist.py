@@ -297,6 +297,20 @@ class Resolver:
                            "Lambda layers like this one; k2to3 cannot tell which", need.layer,
                            f"pass --src FILE:FUNCTION naming the function that builds the model, or give the "
                            f"call name='{need.layer}' in the source")
+        # A call at module level outside any loop runs once: it made at most one layer.
+        per_site: dict[tuple[Any, ...], list[str]] = {}
+        for layer, site in out.items():
+            if site.owner is None and not site.in_loop:
+                per_site.setdefault((str(site.path), site.line, site.func.col_offset), []).append(layer)
+        for layers in per_site.values():
+            if len(layers) > 1:
+                site = out[layers[0]]
+                for layer in layers:
+                    del out[layer]
+                    self.error(rules_mod.builtin_code("lambda"),
+                               f"its match, the call at {site.where}, runs once at module level but {len(layers)} "
+                               "Lambda layers would come from it: not the source of this model", layer,
+                               "pass the file that built the model with --src")
         return out
 
     def hoist_site(self, site: Site, need: Need) -> tuple[str, dict[str, Any]] | None:
@@ -545,3 +559,34 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
         return res
     return Resolver(index, module).resolve(collect_needs(model_config, training_config), build_fn,
                                            layer_names - {None}, weights_only=model_config is None)
+
+
+def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
+                     module: str, build_fn: str | None = None) -> Resolution:
+    """Resolve from several files (a tree, a --src directory): first from each single file that could hold what
+    the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
+    several scripts would be ambiguous), then from all of them together."""
+    if len(index.texts) > 1:
+        from .extract import index_sources
+
+        needs = collect_needs(model_config, training_config)
+        names = {n.class_name or n.fn_name for n in needs} | ({build_fn} if build_fn else set())
+        names.discard(None)
+        wants_sites = any(n.kind in ("lambda", "activation_lambda") for n in needs)
+        candidates = [p for p, text in index.texts.items() if (wants_sites and any(s.path == p for s in index.sites))
+                      or any(f"def {n}" in text or f"class {n}" in text for n in names)]
+        found = []
+        for p in candidates[:50]:
+            res = resolve_sources(index_sources([p]), model_config, training_config, module, build_fn)
+            if not res.errors:
+                found.append((p, res))
+        if len(found) == 1:
+            return found[0][1]
+        if len(found) > 1:  # several scripts could each have built it: a guess could pass against itself
+            res = Resolution(module)
+            res.findings.append(Finding(rules_mod.builtin_code("lambda"), "error", "the Lambdas and custom objects "
+                                        f"resolve from each of {', '.join(str(p) for p, _ in found[:4])}; k2to3 "
+                                        "cannot tell which built the model", None,
+                                        "pass the one file that built it with --src"))
+            return res
+    return resolve_sources(index, model_config, training_config, module, build_fn)
