@@ -63,6 +63,18 @@ class Plan:
         }
 
 
+def function_name(value: Any) -> str | None:
+    """The name an activation/loss config holds: a string, a serialized function's name, or "<lambda>" for a
+    tf_keras-serialized lambda ({"value": [bytecode, ...]})."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and value.get("class_name") == "function" and isinstance(value.get("config"), str):
+        return value["config"]
+    if isinstance(value, dict) and (isinstance(value.get("value"), list) or value.get("class_name") == "__lambda__"):
+        return "<lambda>"
+    return None
+
+
 def _is_ref(x: Any) -> bool:
     """[layer, node, tensor(, kwargs)], or Keras 2's [_CONSTANT_VALUE, -1, value(, kwargs)]."""
     return (
@@ -175,9 +187,7 @@ class Upgrader:
         if src is not None:
             name = src.activations.get((layer, key))
             if name is None:
-                stored = value["config"] if isinstance(value, dict) and value.get("class_name") == "function" \
-                    else value
-                name = src.functions.get(stored) if isinstance(stored, str) else None
+                name = src.functions.get(function_name(value) or "")
             if name is not None:
                 self.note(self.code("from_source"), "info", f"{key} rebuilt from the source as "
                           f"{src.registered(name)}", layer)
@@ -191,9 +201,7 @@ class Upgrader:
                     return portable_function(r.to_portable)
                 self.note(r.code, "info", f"{key}='{value}' renamed to '{r.to}'", layer)
                 return r.to
-        stored = value["config"] if isinstance(value, dict) and value.get("class_name") == "function" else value
-        if isinstance(value, dict) and "value" in value:
-            stored = "<lambda>"
+        stored = function_name(value)
         registered = isinstance(stored, str) and re.fullmatch(r"[\w.]+>[\w.]+", stored)
         if isinstance(stored, str) and stored not in KERAS3_ACTIVATIONS and not registered:
             self.note(self.code("activation_lambda"), "error",

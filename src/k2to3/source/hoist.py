@@ -25,7 +25,7 @@ import libcst as cst
 from .. import __version__
 from .. import rules as rules_mod
 from ..findings import Finding
-from ..upgrade import KERAS3_ACTIVATIONS, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, MODEL_CLASSES
+from ..upgrade import KERAS3_ACTIVATIONS, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, MODEL_CLASSES, function_name
 from .extract import Definition, Site, SourceIndex
 from .fix import fix_source
 from .lint import lint_source
@@ -124,16 +124,7 @@ def walk_layers(model_config: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def _is_lambda_activation(value: Any) -> bool:
-    return value == "<lambda>" or (isinstance(value, dict) and (
-        ("value" in value and isinstance(value["value"], list)) or value.get("class_name") == "__lambda__"))
-
-
-def _function_name(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and value.get("class_name") == "function" and isinstance(value.get("config"), str):
-        return value["config"]
-    return None
+    return function_name(value) == "<lambda>"
 
 
 def _known_classes() -> frozenset[str]:
@@ -169,7 +160,7 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
                     and len(value["value"]) == 3 else None
                 needs.append(Need("activation_lambda", name, key=key, class_name=cls, closure=closure))
             else:
-                fname = _function_name(value)
+                fname = function_name(value)
                 if fname and fname not in KERAS3_ACTIVATIONS and not re.fullmatch(r"[\w.]+>[\w.]+", fname) \
                         and fname not in (
                         "softmax_v2", "hard_sigmoid", "swish", "gelu", "linear"):
