@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from .errors import InputError, NotPortable
+from .h5safe import open_checked, read_dataset
+from .validate import check_model_config
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 # HDF5 allows a user block before the superblock at 0, 512, 1024, 2048, ... bytes.
@@ -48,10 +50,11 @@ class LegacyArtifact:
         return sum(int(np.prod(e.shape)) for v in self.weights.values() for e in v)
 
     def read(self, entry: WeightEntry) -> np.ndarray:
-        import h5py
-
-        with h5py.File(self.path, "r") as f:
-            return np.asarray(f[entry.h5path])
+        f = open_checked(self.path)
+        try:
+            return read_dataset(f, entry.h5path)
+        finally:
+            f.close()
 
 
 def file_sha256(path: Path) -> str:
@@ -105,26 +108,63 @@ def read_keras_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
     try:
         if kind == "zip":
             with zipfile.ZipFile(path) as z:
+                _check_zip(path, z)
                 config = json.loads(z.read("config.json"))
                 meta = json.loads(z.read("metadata.json")) if "metadata.json" in z.namelist() else {}
-            return config, meta.get("keras_version"), "keras archive"
+            check_model_config(config, f"{path}: config.json")
+            return config, meta.get("keras_version") if isinstance(meta, dict) else None, "keras archive"
         if kind == "savedmodel":
             meta_path = path / "keras_metadata.pb"
             if not meta_path.is_file():
                 raise NotPortable(f"{path}: a SavedModel without keras_metadata.pb (written by tf.saved_model.save, "
                                   "not Keras): it has no layers to rebuild",
                                   hint="re-save the model from Keras 2 with model.save('model.h5')")
+            _check_savedmodel(path, meta_path)
             for field_no, node in _protobuf_fields(meta_path.read_bytes()):
                 obj = dict(_protobuf_fields(node)) if field_no == 1 else {}
                 if obj.get(3) == b"root":
                     meta = json.loads(obj[5])
                     config = meta.get("model_config") or {"class_name": meta["class_name"], "config": meta["config"]}
+                    check_model_config(config, f"{meta_path}: root object")
                     return config, meta.get("keras_version"), "SavedModel"
             raise InputError(f"{path}: keras_metadata.pb has no root object", hint="re-save the model")
-    except (KeyError, ValueError, IndexError, zipfile.BadZipFile, OSError) as exc:
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError, zipfile.BadZipFile, OSError) as exc:
         raise InputError(f"{path}: unreadable Keras {kind} ({type(exc).__name__}: {str(exc)[:80]})",
                          hint="copy it again from its source") from None
     raise InputError(f"{path}: not a Keras archive or SavedModel")
+
+
+# Limits on the metadata read from archives and SavedModels (docs/security.md); real ones are a few MB at most.
+MAX_METADATA_BYTES = 64 << 20
+MAX_ZIP_RATIO = 200
+
+
+def _check_zip(path: Path, z: zipfile.ZipFile) -> None:
+    """Refuse traversal names and bombs from the directory alone; nothing is ever extracted to disk."""
+    for info in z.infolist():
+        name = info.filename
+        if name.startswith(("/", "\\")) or ".." in name.replace("\\", "/").split("/") or ":" in name:
+            raise InputError(f"{path}: archive member {name!r} has an absolute or parent-directory path; refused",
+                             hint="a Keras archive holds only relative names; see docs/security.md")
+        if name in ("config.json", "metadata.json"):
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > MAX_METADATA_BYTES or (info.file_size > 1 << 20 and ratio > MAX_ZIP_RATIO):
+                raise InputError(f"{path}: archive member {name} declares {info.file_size} bytes "
+                                 f"(compressed {info.compress_size}), over the {MAX_METADATA_BYTES}-byte / "
+                                 f"{MAX_ZIP_RATIO}x limit; refused as a zip bomb",
+                                 hint="re-save the model from Keras; see docs/security.md")
+
+
+def _check_savedmodel(path: Path, meta_path: Path) -> None:
+    root = path.resolve()
+    for q in [path, *path.rglob("*")]:
+        if q.is_symlink() and not q.resolve().is_relative_to(root):
+            raise InputError(f"{path}: {q.relative_to(path)} is a symlink to {q.resolve()}, outside the SavedModel; "
+                             "refused", hint="copy the real files into the directory; see docs/security.md")
+    size = meta_path.stat().st_size
+    if size > MAX_METADATA_BYTES:
+        raise InputError(f"{meta_path}: {size} bytes, over the {MAX_METADATA_BYTES}-byte limit for Keras metadata; "
+                         "refused", hint="docs/security.md")
 
 
 def sniff(path: Path) -> str:
@@ -187,15 +227,7 @@ def read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArti
             f"{p}: not an HDF5 file (no HDF5 signature)",
             hint="pass a Keras 2 model saved with model.save('x.h5')",
         )
-    import h5py
-
-    try:
-        f = h5py.File(p, "r")
-    except OSError as exc:
-        raise InputError(
-            f"{p}: HDF5 file is truncated or corrupt ({str(exc).splitlines()[0][:80]})",
-            hint="copy the file again from its source",
-        ) from None
+    f = open_checked(p)  # refuses links out of the file, external storage, shape bombs (docs/security.md)
     try:
         return _read_open(p, f, weights_only_ok)
     except (OSError, KeyError, RuntimeError) as exc:
@@ -227,12 +259,16 @@ def _read_open(p: Path, f: Any, weights_only_ok: bool = False) -> LegacyArtifact
         model_config = json.loads(_attr_text(f.attrs["model_config"]))
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: model_config is not valid JSON ({exc.msg})") from None
+    check_model_config(model_config, f"{p}: model_config")
     training_config = None
     if "training_config" in f.attrs:
         try:
             training_config = json.loads(_attr_text(f.attrs["training_config"]))
         except json.JSONDecodeError:
             training_config = None
+        if training_config is not None and not isinstance(training_config, dict):
+            raise InputError(f"{p}: training_config is a JSON {type(training_config).__name__}, not an object",
+                             hint="the file was not written by Keras; re-save it with model.save('x.h5')")
     known = {"model_config", "training_config", "keras_version", "backend"}
     extra = sorted(k for k in f.attrs if k not in known)
     # Keras 2 writes weights under model_weights; very old files put layer groups at the root.

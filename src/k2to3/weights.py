@@ -28,6 +28,7 @@ class Ledger:
     unrestored_variables: list[str] = field(default_factory=list)
     name_mismatches: list[str] = field(default_factory=list)
     reshaped: list[str] = field(default_factory=list)
+    nonfinite: list[str] = field(default_factory=list)  # weights holding NaN or Inf (restored as stored)
 
     @property
     def complete(self) -> bool:
@@ -134,13 +135,18 @@ class Restorer:
                 self.leaf(sub, es, values, f"{where}/{owner}")
 
     def run(self, model: Any) -> Ledger:
-        import h5py
+        from .h5safe import open_checked, read_dataset
 
         values: dict[str, np.ndarray] = {}
-        with h5py.File(self.artifact.path, "r") as f:
+        f = open_checked(self.artifact.path)  # the file is re-checked: it may have changed since it was read
+        try:
             for entries in self.artifact.weights.values():
                 for e in entries:
-                    values[e.h5path] = np.asarray(f[e.h5path])
+                    values[e.h5path] = read_dataset(f, e.h5path)
+                    if values[e.h5path].dtype.kind == "f" and not np.isfinite(values[e.h5path]).all():
+                        self.ledger.nonfinite.append(e.h5path)
+        finally:
+            f.close()
         self.ledger.tensors_expected = self.artifact.n_tensors
         self.ledger.params_expected = self.artifact.n_params
         by_name = {layer.name: layer for layer in model.layers}

@@ -291,6 +291,9 @@ def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
     user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
     bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""
+    from ..h5safe import check_file
+
+    check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
     objects = _tf_keras_objects()
     if req.get("k2_module"):
         objects.update(_import_module(req["k2_module"]).K2TO3_OBJECTS)

@@ -1,0 +1,105 @@
+"""The one way k2to3 opens an untrusted HDF5 file: h5py + numpy only (docs/security.md).
+
+The whole structure is walked once, without reading any data, before anything else looks at the file:
+links that leave the object (external, soft), datasets whose bytes live in another file (external storage,
+virtual datasets), declared sizes the file does not hold (shape bombs) and non-numeric weights are refused
+with one line naming the dataset path and why.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+# Largest single weight tensor k2to3 will read; the biggest Keras application tensors are ~400 MB.
+MAX_TENSOR_BYTES = int(os.environ.get("K2TO3_MAX_TENSOR_BYTES", str(2 << 30)))
+# A compressed dataset may declare at most this many times the bytes it stores.
+MAX_COMPRESSION_RATIO = 1000
+_HINT = "the file is not a plain Keras 2 save; re-save it with model.save('x.h5'); see docs/security.md"
+
+
+def _refuse(path: Path, where: str, why: str) -> InputError:
+    return InputError(f"{path}: HDF5 {where}: {why}; refused", hint=_HINT)
+
+
+def _check_dataset(path: Path, name: str, ds: Any) -> None:
+    import h5py
+
+    if ds.is_virtual:
+        raise _refuse(path, f"dataset /{name}", "is a virtual dataset mapping other files")
+    if ds.external:
+        raise _refuse(path, f"dataset /{name}", "has external storage (its bytes live in another file)")
+    if ds.dtype.kind not in "biuf":
+        raise _refuse(path, f"dataset /{name}", f"has non-numeric dtype {ds.dtype} (weights are numbers)")
+    shape = ds.shape or ()
+    declared = int(np.prod(shape, dtype=object)) * ds.dtype.itemsize if shape is not None else 0
+    if declared > MAX_TENSOR_BYTES:
+        raise _refuse(path, f"dataset /{name}", f"declares shape {shape} = {declared} bytes, over the "
+                      f"{MAX_TENSOR_BYTES}-byte cap (K2TO3_MAX_TENSOR_BYTES)")
+    if declared == 0:
+        return
+    stored = ds.id.get_storage_size()
+    layout = ds.id.get_create_plist().get_layout()
+    if layout == h5py.h5d.COMPACT:
+        return  # the bytes are in the object header itself
+    filtered = layout == h5py.h5d.CHUNKED and ds.id.get_create_plist().get_nfilters() > 0
+    if (stored < declared and not filtered) or (filtered and declared > stored * MAX_COMPRESSION_RATIO):
+        raise _refuse(path, f"dataset /{name}", f"declares shape {shape} = {declared} bytes but stores {stored}")
+
+
+def check_open(path: Path, f: Any) -> None:
+    """Walk every link of an open file; raise InputError at the first one that is not plain local data."""
+    import h5py
+
+    stack = [("", f)]
+    while stack:
+        prefix, group = stack.pop()
+        for key in group:
+            name = f"{prefix}{key}"
+            link = group.get(key, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                raise _refuse(path, f"/{name}", f"is an external link to {link.filename}:{link.path}")
+            if isinstance(link, h5py.SoftLink):
+                raise _refuse(path, f"/{name}", f"is a soft link to {link.path}")
+            if not isinstance(link, h5py.HardLink):
+                raise _refuse(path, f"/{name}", f"is a {type(link).__name__}")
+            obj = group[key]
+            if isinstance(obj, h5py.Dataset):
+                _check_dataset(path, name, obj)
+            elif isinstance(obj, h5py.Group):
+                stack.append((f"{name}/", obj))
+            else:
+                raise _refuse(path, f"/{name}", f"is a {type(obj).__name__}, not a group or dataset")
+
+
+def open_checked(path: str | Path) -> Any:
+    """h5py.File opened read-only, after check_open; the caller closes it."""
+    import h5py
+
+    p = Path(path)
+    try:
+        f = h5py.File(p, "r")
+    except OSError as exc:
+        raise InputError(f"{p}: HDF5 file is truncated or corrupt ({str(exc).splitlines()[0][:80]})",
+                         hint="copy the file again from its source") from None
+    try:
+        check_open(p, f)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def check_file(path: str | Path) -> None:
+    """Validate a file before a library that does not check (tf_keras) opens it."""
+    open_checked(path).close()
+
+
+def read_dataset(f: Any, h5path: str) -> np.ndarray:
+    """Read one dataset of a file that passed check_open (so it is local, numeric and of checked size)."""
+    return np.asarray(f[h5path])
