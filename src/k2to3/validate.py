@@ -61,6 +61,14 @@ def _layer(where: str, layer: Any, depth: int, out: list[str]) -> None:
     if not isinstance(cfg, dict):
         out.append(f"{where} ({cls}).config is {'missing' if 'config' not in layer else _type(cfg)}, not an object")
         return
+    if "name" in cfg and not isinstance(cfg["name"], str):
+        out.append(f"{where} ({cls}).config.name is {_type(cfg['name'])}, not a string")
+        return
+    if cls == "InputLayer":
+        shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
+        if not isinstance(shape, list) or not all(d is None or type(d) is int for d in shape):
+            out.append(f"{where} (InputLayer).config.batch_input_shape is {_type(shape)}, not a list of sizes")
+            return
     if cls in _MODELS or ("layers" in cfg and "input_layers" in cfg):
         if depth > MAX_DEPTH:
             out.append(f"{where}: models nested deeper than {MAX_DEPTH}")
@@ -84,12 +92,14 @@ def _model(where: str, cls: str, cfg: dict[str, Any], depth: int, out: list[str]
         _layer(f"{where}.layers[{i}]", lay, depth, out)
         if len(out) > n or not isinstance(lay, dict):
             continue
-        name = lay.get("name", lay["config"].get("name") if isinstance(lay.get("config"), dict) else None)
-        if name is None and not functional:
+        cfg_i = lay["config"] if isinstance(lay["config"], dict) else {}
+        if "name" in lay and not isinstance(lay["name"], str):
+            out.append(f"{where}.layers[{i}].name is {_type(lay['name'])}, not a string")
             continue
-        if not isinstance(name, str):
-            out.append(f"{where}.layers[{i}].name is {_type(name)}, not a string")
+        if ("name" in cfg_i or "name" not in lay) and not isinstance(cfg_i.get("name"), str):
+            out.append(f"{where}.layers[{i}].config.name is {_type(cfg_i.get('name'))}, not a string")
             continue
+        name = lay.get("name", cfg_i.get("name"))
         if name in names:
             out.append(f"{where}: duplicate layer name {name!r} (layers[{names[name]}] and layers[{i}])")
             continue
