@@ -66,6 +66,8 @@ def _layer(where: str, layer: Any, depth: int, out: list[str]) -> None:
         return
     if cls == "InputLayer":
         shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
+        if isinstance(shape, dict) and shape.get("class_name") in ("TensorShape", "__tuple__"):  # SavedModel JSON
+            shape = shape.get("items")
         if not isinstance(shape, list) or not all(d is None or type(d) is int for d in shape):
             out.append(f"{where} (InputLayer).config.batch_input_shape is {_type(shape)}, not a list of sizes")
             return
