@@ -17,7 +17,8 @@ import make_hostile_fixtures as hostile
 
 WHY = {
     "external_link": "external link", "external_storage": "external storage", "virtual_dataset": "virtual dataset",
-    "soft_link": "soft link", "shape_bomb": "byte cap", "small_bomb": "but stores 0", "string_weights": "non-numeric",
+    "soft_link": "soft link", "shape_bomb": "byte cap", "small_bomb": "but stores 0",
+    "compressed_bomb": "but stores 0", "string_weights": "non-numeric",
     "config_not_object": "not an object", "config_no_layers": "layers is missing",
     "config_no_config": "config is missing", "config_no_class_name": "class_name is missing",
     "dangling_inbound": "'no_such_layer', which is not a layer", "graph_cycle": "cycle",
@@ -66,6 +67,20 @@ def test_library_refuses_before_reading(tmp_path):
         if case in ("external_link", "external_storage", "virtual_dataset", "soft_link", "shape_bomb"):
             with pytest.raises(InputError):
                 check_file(p)
+
+
+def test_tensor_cap_is_configurable(tmp_path):
+    """K2TO3_MAX_TENSOR_BYTES lowers (or raises) the per-tensor cap; the real fixture passes at the default."""
+    r = k2to3("audit", str(hostile.BASE), "-o", str(tmp_path / "a"), "--format", "json")
+    assert r.returncode != 2 and "byte cap" not in r.stdout + r.stderr
+    import os
+    import subprocess
+
+    env = {**os.environ, "K2TO3_MAX_TENSOR_BYTES": "16"}
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(hostile.BASE), "-o", str(tmp_path / "m.keras")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "over the 16-byte cap (K2TO3_MAX_TENSOR_BYTES)" in one_error_line(r)
+    assert not (tmp_path / "m.keras").exists()
 
 
 def test_savedmodel_symlink_outside_refused(tmp_path):
