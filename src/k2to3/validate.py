@@ -47,6 +47,16 @@ def _refs(where: str, value: Any) -> tuple[list[str], list[str]]:
     return names, bad
 
 
+def _is_shape(shape: Any, nullable: bool) -> bool:
+    if isinstance(shape, dict) and shape.get("class_name") in ("TensorShape", "__tuple__"):  # SavedModel JSON
+        shape = shape.get("items")
+    if shape is None:
+        return nullable
+    if nullable and isinstance(shape, list) and shape and all(isinstance(s, (list, dict)) for s in shape):
+        return all(_is_shape(s, True) for s in shape)  # build_input_shape of a multi-input model
+    return isinstance(shape, list) and all(d is None or type(d) is int for d in shape)
+
+
 def _layer(where: str, layer: Any, depth: int, out: list[str]) -> None:
     if not isinstance(layer, dict):
         out.append(f"{where} is a {_type(layer)}, not an object")
@@ -64,13 +74,11 @@ def _layer(where: str, layer: Any, depth: int, out: list[str]) -> None:
     if "name" in cfg and not isinstance(cfg["name"], str):
         out.append(f"{where} ({cls}).config.name is {_type(cfg['name'])}, not a string")
         return
-    if cls == "InputLayer":
-        shape = cfg.get("batch_input_shape", cfg.get("batch_shape"))
-        if isinstance(shape, dict) and shape.get("class_name") in ("TensorShape", "__tuple__"):  # SavedModel JSON
-            shape = shape.get("items")
-        if not isinstance(shape, list) or not all(d is None or type(d) is int for d in shape):
-            out.append(f"{where} (InputLayer).config.batch_input_shape is {_type(shape)}, not a list of sizes")
-            return
+    for key in ("batch_input_shape", "batch_shape", "build_input_shape"):
+        if key in cfg or (cls == "InputLayer" and key == "batch_input_shape" and "batch_shape" not in cfg):
+            if not _is_shape(cfg.get(key), nullable=key == "build_input_shape"):
+                out.append(f"{where} ({cls}).config.{key} is {_type(cfg.get(key))}, not a list of sizes")
+                return
     if cls in _MODELS or ("layers" in cfg and "input_layers" in cfg):
         if depth > MAX_DEPTH:
             out.append(f"{where}: models nested deeper than {MAX_DEPTH}")
