@@ -44,6 +44,7 @@ def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None
     if cls not in MODEL_CLASSES:
         up.note("K2T902", "error", f"top-level class '{cls}' is not a Keras model", None)
         return up.plan
+    up.names.reserve(cfg)
     up.plan.model = up.model(cls, cfg["config"])
     if training_config:
         up.plan.compile = TrainingConfig(up).translate(training_config)

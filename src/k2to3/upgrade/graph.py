@@ -41,7 +41,7 @@ def sequential(up: Upgrader, config: Any) -> dict[str, Any]:
                     "build the model on an input in Keras 2 and save again")
         else:
             dtype = first.get("dtype", "float32")
-            specs.append(input_spec(f"{up.names.name(orig)}_input", [*shape],
+            specs.append(input_spec(up.names.fresh(f"{up.names.name(orig)}_input"), [*shape],
                                     dtype if isinstance(dtype, str) else "float32"))
             up.note(up.code("sequential_input"), "info", f"added the implicit Input of batch shape {tuple(shape)}",
                     orig)

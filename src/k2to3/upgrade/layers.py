@@ -82,6 +82,8 @@ def inner_layer(up: Upgrader, inner: dict[str, Any], outer: str) -> dict[str, An
                 "pass the source that defines it with --src model.py")
     for k in SHAPE_KEYS:
         cfg.pop(k, None)
+    if isinstance(cfg.get("name"), str):  # its variables' paths contain it: 'bidirectional/forward_lstm.1/...'
+        cfg["name"] = up.names.name(cfg["name"])
     if "module" not in inner:
         up.note(up.code("inner_layer_configs"), "info", f"inner {cls} config upgraded", outer)
     return {
