@@ -14,6 +14,7 @@ import keras
 from . import ops as op_table
 from .errors import K2to3Error, NotPortable
 from .upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
+from .upgrade.names import unique
 
 CONSTANT = "_CONSTANT_VALUE"
 
@@ -58,6 +59,7 @@ class GraphBuilder:
         self.specs = {s["name"]: s for s in spec["layers"]}
         self.calls: dict[str, list[list[Any]]] = {}
         self.inputs: dict[str, Any] = {}
+        self.taken: set[str] = set(self.specs)  # names in this model: op nodes' operations get unused ones
 
     def resolve_ref(self, ref: list[Any]) -> tuple[bool, Any]:
         name, node, tensor = ref[0], ref[1], ref[2]
@@ -114,8 +116,7 @@ class GraphBuilder:
 
             tensors: list[Any] = []
             template = TFOpLayer.template([first, kwargs], tensors, keras.KerasTensor)
-            n = len(self.calls.get(spec["name"], []))  # one layer per node: each node has its own arguments
-            layer = TFOpLayer(fn, template, name=spec["name"] if n == 0 else f"{spec['name']}_node{n}")
+            layer = TFOpLayer(fn, template, name=self.node_name(spec))  # one layer per node: its own arguments
             try:
                 out = layer(tensors)
             except Exception as exc:
@@ -145,8 +146,43 @@ class GraphBuilder:
         except Exception as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': keras.ops translation of tf.{fn} failed: "
                               f"{_first_line(exc)}", hint="report it to k2to3 with the model_config") from None
+        self.name_operations(spec, keras.tree.flatten(out), [first, kwargs])
         self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
         return True
+
+    def node_name(self, spec: dict[str, Any]) -> str:
+        """The op node's name: the layer's (planned, see upgrade/names.py) for its first call, then unused
+        derived ones."""
+        n = len(self.calls.get(spec["name"], []))
+        name = spec["name"] if n == 0 else unique(f"{spec['name']}_node{n}", self.taken)
+        self.taken.add(name)
+        return name
+
+    def name_operations(self, spec: dict[str, Any], outs: list[Any], inputs: Any) -> None:
+        """Name the operations a keras.ops translation created after the TFOpLambda node instead of Keras 3's
+        auto names ('multiply', 'add', ...), which can collide with a Keras 2 layer of that name: the output's
+        operation gets the node's name, the ones before it derived names, all unused in this model."""
+        stop = {id(t) for t in keras.tree.flatten(inputs) if isinstance(t, keras.KerasTensor)}
+        created: list[Any] = []  # from the output back to the node's inputs
+        stack = [t for t in outs if isinstance(t, keras.KerasTensor)]
+        while stack:
+            t = stack.pop(0)
+            history = getattr(t, "_keras_history", None)
+            if id(t) in stop or history is None:
+                continue
+            stop.add(id(t))
+            op = history.operation
+            if isinstance(op, keras.layers.Layer) or any(op is c for c in created):
+                continue  # a layer of the model (an input passed through), or seen
+            created.append(op)
+            stack.extend(op._inbound_nodes[history.node_index].input_tensors)
+        if not created:
+            return  # the translation returned an input unchanged
+        name = self.node_name(spec)
+        for i, op in enumerate(reversed(created[1:]), 1):
+            op.name = unique(f"{name}_{i}", self.taken)
+            self.taken.add(op.name)
+        created[0].name = name
 
     def process_node(self, spec: dict[str, Any], node: Any) -> bool:
         if "op" in spec:

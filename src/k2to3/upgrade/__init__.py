@@ -1,0 +1,51 @@
+"""Keras 2 model_config -> a rebuild plan for Keras 3 (pure data: no keras import).
+
+The plan is JSON: the tensorflow worker rebuilds the model from it by calling Keras 3 layers on
+KerasTensors (see rebuild.py). Every change is driven by rules/layers.toml and leaves a Finding.
+Where each concern lives: names.py (layer/model names, renames), values.py (TensorShape, dtype policies,
+initializer objects), activations.py, layers.py (one layer's config and inner layers), specs.py (one graph
+node: inputs, nested models, Lambdas, TF op layers), graph.py (Sequential/Functional), training.py
+(compile config), core.py (shared state and findings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import values
+from .activations import KERAS3_ACTIVATIONS, function_name, portable_function
+from .core import Upgrader
+from .plan import (
+    INNER_LAYER_KEYS,
+    MODEL_CLASSES,
+    OP_LAYER_CLASSES,
+    PORTABLE_PACKAGE,
+    RNN_CLASSES,
+    SHAPE_KEYS,
+    Plan,
+)
+from .refs import _is_ref, op_node_kwargs
+from .training import KERAS3_LOSS_CLASSES, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, OPTIMIZERS, TrainingConfig
+
+__all__ = [
+    "INNER_LAYER_KEYS", "KERAS3_ACTIVATIONS", "KERAS3_LOSSES", "KERAS3_LOSS_CLASSES", "LOSS_ALIASES",
+    "METRIC_NAMES", "MODEL_CLASSES", "OPTIMIZERS", "OP_LAYER_CLASSES", "PORTABLE_PACKAGE", "RNN_CLASSES",
+    "SHAPE_KEYS", "Plan", "TrainingConfig", "Upgrader", "_is_ref", "function_name", "op_node_kwargs",
+    "portable_function", "upgrade",
+]
+
+
+def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None = None,
+            source: Any = None) -> Plan:
+    """`source` is the Resolution of --src files (k2to3.source.hoist), or None."""
+    up = Upgrader(source)
+    cfg = values.tensorshape(up, model_config)
+    cls = cfg.get("class_name")
+    if cls not in MODEL_CLASSES:
+        up.note("K2T902", "error", f"top-level class '{cls}' is not a Keras model", None)
+        return up.plan
+    up.names.reserve(cfg)
+    up.plan.model = up.model(cls, cfg["config"])
+    if training_config:
+        up.plan.compile = TrainingConfig(up).translate(training_config)
+    return up.plan

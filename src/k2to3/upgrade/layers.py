@@ -1,0 +1,94 @@
+"""One layer's config: the rules of rules/layers.toml (drop/keep keys, class renames, value maps) and the
+built-in fixes (axis lists, dtype policies, nested objects, inner layers of wrappers and RNNs)."""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from .. import rules as rules_mod
+from . import values
+from .activations import activation
+from .plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
+
+if TYPE_CHECKING:
+    from .core import Upgrader
+
+
+def layer_config(
+    up: Upgrader, class_name: str, config: dict[str, Any], layer: str, renames: bool = True
+) -> tuple[dict[str, Any], str, str | None]:
+    """Returns (config, class_name, registered_name). `renames=False`: the class comes from --src, so
+    rename rules (library layers) do not apply to it."""
+    cfg = copy.deepcopy(config)
+    registered = None
+    if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
+        # K2T405: tf_keras's build() inserts a virtual-batch dimension at index 1 and shifts every axis
+        # by +1 in place, so get_config saved the shifted axes.
+        cfg["axis"] = [a - 1 if a > 1 else a for a in cfg["axis"]]
+    for r in up.rules:
+        if r.action == "builtin" or class_name not in r.classes:
+            continue
+        if r.action == "drop_keys":
+            for key in r.keys:
+                if key not in cfg:
+                    continue
+                if key in r.require and cfg[key] != r.require[key]:
+                    up.note(r.code, "error", f"{class_name} has {key}={cfg[key]!r}; only "
+                            f"{r.require[key]!r} has a Keras 3 equivalent", layer,
+                            "re-save the model without it in Keras 2")
+                    continue
+                value = cfg.pop(key)
+                sev = "warning" if r.safety == "training-only" and value not in (None, False) else "info"
+                up.note(r.code, sev, f"dropped {key}={value!r} ({r.title})", layer)
+        elif r.action == "keep_keys":
+            dropped = sorted(k for k in cfg if k not in r.keys)
+            if dropped:
+                cfg = {k: v for k, v in cfg.items() if k in r.keys}
+                up.note(r.code, "info", f"dropped {', '.join(dropped)} ({r.title})", layer)
+        elif r.action == "rename_class" and renames:
+            up.note(r.code, "info", f"{class_name} -> {'k2to3>' if r.portable else ''}{r.to}", layer)
+            class_name = r.to or class_name
+            cfg.update(r.set)
+            if r.portable:
+                registered = f"{PORTABLE_PACKAGE}>{class_name}"
+                up.plan.needs_portable = True
+    for key in ("activation", "recurrent_activation"):
+        if key in cfg:
+            cfg[key] = activation(up, cfg[key], key, layer)
+    if "axis" in cfg and isinstance(cfg["axis"], list):
+        if len(cfg["axis"]) == 1:
+            cfg["axis"] = cfg["axis"][0]
+        else:
+            up.note(up.code("axis"), "info", f"kept axis={cfg['axis']} (the legacy loader drops it)", layer)
+    if "dtype" in cfg:
+        cfg["dtype"] = values.dtype(up, cfg["dtype"], layer)
+    cfg = values.nested_objects(up, cfg, layer)
+    for key in INNER_LAYER_KEYS:
+        inner = cfg.get(key)
+        if isinstance(inner, dict) and "class_name" in inner:
+            cfg[key] = inner_layer(up, inner, layer)
+    if class_name == "StackedRNNCells" and isinstance(cfg.get("cells"), list):
+        cfg["cells"] = [inner_layer(up, c, layer) for c in cfg["cells"]]
+    return cfg, class_name, registered
+
+
+def inner_layer(up: Upgrader, inner: dict[str, Any], outer: str) -> dict[str, Any]:
+    """The layer inside a wrapper (TimeDistributed, Bidirectional) or an RNN (cell, StackedRNNCells)."""
+    cls = inner["class_name"]
+    cfg, cls, registered = layer_config(up, cls, inner.get("config", {}), outer)
+    if registered is None and cls not in rules_mod.keras3_layers():
+        up.note(up.code("unknown_class"), "error", f"unknown inner layer class '{cls}'", outer,
+                "pass the source that defines it with --src model.py")
+    for k in SHAPE_KEYS:
+        cfg.pop(k, None)
+    if isinstance(cfg.get("name"), str):  # its variables' paths contain it: 'bidirectional/forward_lstm.1/...'
+        cfg["name"] = up.names.name(cfg["name"])
+    if "module" not in inner:
+        up.note(up.code("inner_layer_configs"), "info", f"inner {cls} config upgraded", outer)
+    return {
+        "module": None if registered else "keras.layers",
+        "class_name": cls,
+        "config": cfg,
+        "registered_name": registered,
+    }

@@ -1,0 +1,128 @@
+"""training_config (FM-2) -> a Keras 3 compile config: losses, metrics, optimizer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core import Upgrader
+
+LOSS_ALIASES = {
+    "mse": "mean_squared_error", "mae": "mean_absolute_error", "mape": "mean_absolute_percentage_error",
+    "msle": "mean_squared_logarithmic_error", "kld": "kl_divergence", "kullback_leibler_divergence":
+    "kl_divergence", "logcosh": "log_cosh", "bce": "binary_crossentropy", "cosine_proximity": "cosine_similarity",
+}
+KERAS3_LOSSES = frozenset(
+    "mean_squared_error mean_absolute_error mean_absolute_percentage_error mean_squared_logarithmic_error "
+    "kl_divergence log_cosh binary_crossentropy categorical_crossentropy sparse_categorical_crossentropy "
+    "hinge squared_hinge categorical_hinge poisson huber cosine_similarity binary_focal_crossentropy "
+    "categorical_focal_crossentropy ctc dice tversky".split()
+)
+KERAS3_LOSS_CLASSES = frozenset(
+    "MeanSquaredError MeanAbsoluteError MeanAbsolutePercentageError MeanSquaredLogarithmicError KLDivergence "
+    "LogCosh BinaryCrossentropy CategoricalCrossentropy SparseCategoricalCrossentropy Hinge SquaredHinge "
+    "CategoricalHinge Poisson Huber CosineSimilarity BinaryFocalCrossentropy CategoricalFocalCrossentropy".split()
+)
+METRIC_NAMES = frozenset(
+    "accuracy acc binary_accuracy categorical_accuracy sparse_categorical_accuracy top_k_categorical_accuracy "
+    "sparse_top_k_categorical_accuracy mean_squared_error mean_absolute_error mean_absolute_percentage_error "
+    "mean_squared_logarithmic_error binary_crossentropy categorical_crossentropy "
+    "sparse_categorical_crossentropy kl_divergence poisson hinge squared_hinge categorical_hinge "
+    "cosine_similarity log_cosh auc precision recall".split()
+)
+OPTIMIZERS = frozenset("SGD RMSprop Adam AdamW Adadelta Adagrad Adamax Adafactor Nadam Ftrl Lion Lamb".split())
+OPTIMIZER_DROP = ("jit_compile", "is_legacy_optimizer", "decay", "schedule_decay")
+
+
+class TrainingConfig:
+    def __init__(self, up: Upgrader):
+        self.up = up
+        self.code = up.code("training_config")
+
+    def warn(self, msg: str, fix: str | None = None) -> None:
+        self.up.note(self.code, "warning", msg, None, fix)
+
+    def loss(self, loss: Any) -> Any:
+        if loss is None:
+            return None
+        if isinstance(loss, str):
+            name = LOSS_ALIASES.get(loss, loss)
+            if name in KERAS3_LOSSES:
+                return name
+            src = self.up.source
+            if src is not None and loss in src.functions:
+                self.up.note(self.up.code("from_source"), "info",
+                             f"loss '{loss}' rebuilt from the source as {src.registered(src.functions[loss])}")
+                return src.function_config(src.functions[loss])
+            self.warn(f"loss '{loss}' is a custom function; compile config saved without it",
+                      "recompile after loading, or pass the source with --src model.py")
+            return None
+        if isinstance(loss, dict) and "class_name" in loss:
+            cls = loss["class_name"]
+            if cls not in KERAS3_LOSS_CLASSES:
+                self.warn(f"loss class '{cls}' is custom; compile config saved without it")
+                return None
+            cfg = dict(loss.get("config", {}))
+            if cfg.get("reduction") in ("auto", None):
+                cfg["reduction"] = "sum_over_batch_size"
+            cfg.pop("fn", None)
+            return {"module": "keras.losses", "class_name": cls, "config": cfg, "registered_name": None}
+        if isinstance(loss, dict):
+            return {k: self.loss(v) for k, v in loss.items()}
+        if isinstance(loss, list):
+            return [self.loss(v) for v in loss]
+        return None
+
+    def metric(self, m: Any) -> Any:
+        src = self.up.source
+        if isinstance(m, str) and src is not None and m in src.functions:
+            self.up.note(self.up.code("from_source"), "info",
+                         f"metric '{m}' rebuilt from the source as {src.registered(src.functions[m])}")
+            return src.function_config(src.functions[m])
+        if isinstance(m, str):
+            name = LOSS_ALIASES.get(m, m)
+            return name if name in METRIC_NAMES else None
+        if isinstance(m, dict) and m.get("class_name") == "MeanMetricWrapper":
+            return self.metric(m.get("config", {}).get("fn") or m.get("config", {}).get("name"))
+        if isinstance(m, dict) and "class_name" in m:
+            return None
+        if isinstance(m, list):
+            out = [self.metric(x) for x in m]
+            return [x for x in out if x is not None]
+        if isinstance(m, dict):
+            return {k: self.metric(v) for k, v in m.items()}
+        return None
+
+    def optimizer(self, opt: Any) -> dict[str, Any] | None:
+        if not isinstance(opt, dict):
+            return None
+        cls, cfg = opt.get("class_name"), dict(opt.get("config", {}))
+        if cls == "LossScaleOptimizer":
+            self.warn("LossScaleOptimizer unwrapped to its inner optimizer")
+            return self.optimizer(cfg.get("inner_optimizer") or cfg.get("optimizer"))
+        cls = {"Custom>Adam": "Adam"}.get(cls, cls)
+        if cls not in OPTIMIZERS:
+            self.warn(f"optimizer '{cls}' has no Keras 3 equivalent; compile config saved without it")
+            return None
+        if "lr" in cfg:
+            cfg["learning_rate"] = cfg.pop("lr")
+        if cfg.get("decay"):
+            self.warn(f"optimizer decay={cfg['decay']} dropped; Keras 3 needs a LearningRateSchedule")
+        for k in OPTIMIZER_DROP:
+            cfg.pop(k, None)
+        if isinstance(cfg.get("learning_rate"), dict):
+            self.warn("learning-rate schedule dropped; the initial rate is not recoverable from the config")
+            cfg.pop("learning_rate")
+        return {"module": "keras.optimizers", "class_name": cls, "config": cfg, "registered_name": None}
+
+    def translate(self, tc: dict[str, Any]) -> dict[str, Any]:
+        out = {
+            "optimizer": self.optimizer(tc.get("optimizer_config")),
+            "loss": self.loss(tc.get("loss")),
+            "metrics": self.metric(tc.get("metrics")) or None,
+            "loss_weights": tc.get("loss_weights"),
+        }
+        self.up.note(self.code, "info", "training_config translated to a Keras 3 compile config "
+                     "(optimizer state is not carried over)")
+        return out
+
