@@ -10,6 +10,7 @@ from conftest import H5, record, record_line
 import k2to3.convert as convert_mod
 from k2to3.compare import NOISE_K, noise_stats, noise_verdict
 from k2to3.convert import Options, convert
+from k2to3.report import to_markdown
 
 
 def test_noise_stats_separates_rounding_from_a_difference():
@@ -86,6 +87,7 @@ def test_a_conversion_bug_is_not_float32_noise(pool, tmp_path, monkeypatch):
                               "outputs": noise["outputs"]})
         assert noise["verdict"] == "beyond_float32_noise", (b, noise)
         assert all(o["float64_max_abs"] > 0.5 * o["max_abs"] for o in noise["outputs"])
+    assert "| beyond (k=" in to_markdown(report)
 
 
 @pytest.mark.slow
