@@ -109,3 +109,22 @@ def test_sleap_512_unet_is_within_float32_noise(corpus, pool, tmp_path):
         assert noise["outputs"][0]["floor_abs"] > 1e-6  # the floor is of the error's order, not 1e-7
     if report["verdict"] == "mismatch":  # information only: the strict exit code stays
         assert report["exit_code"] == 1 and report["numeric_verdict"] == "within_float32_noise"
+
+
+
+def test_float64_config_rewrites_float32_and_refuses_reduced_precision():
+    """The worker's config rewrite (no keras import): float32 policies become float64, integer dtypes stay,
+    a float16 compute policy is refused with the reason (it is not float32 noise; fm11 reaches parity even
+    at zero tolerance, so this is checked on the config)."""
+    from k2to3.workers.child import Float64Unavailable, _float64_config
+
+    k3 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": None}
+    cfg = {"layers": [{"config": {"dtype": k3, "units": 3}}, {"config": {"dtype": "int32"}},
+                      {"config": {"dtype": "float32", "layer": {"config": {"dtype": "float32"}}}}]}
+    out = _float64_config(cfg)
+    assert out["layers"][0]["config"]["dtype"]["config"]["name"] == "float64"
+    assert out["layers"][1]["config"]["dtype"] == "int32"
+    assert out["layers"][2]["config"]["layer"]["config"]["dtype"] == "float64"
+    assert cfg["layers"][0]["config"]["dtype"]["config"]["name"] == "float32"  # the input is not changed
+    with pytest.raises(Float64Unavailable, match="mixed_float16"):
+        _float64_config({"dtype": {"class_name": "Policy", "config": {"name": "mixed_float16"}}})
