@@ -102,7 +102,7 @@ def test_convert_json_output(tmp_path):
     import json
 
     report = json.loads(r.stdout)
-    assert report["schema"] == "k2to3.convert/1" and report["verdict"] == "parity"
+    assert report["schema"] == "k2to3.convert/2" and report["verdict"] == "parity"
     assert (tmp_path / "o.keras.report" / "report.json").exists()
     assert (tmp_path / "o.keras.report" / "report.md").exists()
     assert set(report["backends"]) == {"tensorflow", "jax"}

@@ -98,29 +98,32 @@ def convert(
 
 
 def _summary(report: dict) -> None:
-    from .report import _fmt
+    from .report import _fmt, noise_cell
 
     ref = report["reference"]
     t = Table(title=f"{report['input']['path']} → {report['output']['path']}  "
                     f"(reference: {ref.get('kind')}, rtol={report['tolerance']['rtol']:g}, "
                     f"atol={report['tolerance']['atol']:g})")
     for col in ("backend", "status", "params", "weights sha256", "max abs", "max rel", "min rtol", "argmax",
-                "first divergent layer"):
+                "float32 noise", "first divergent layer"):
         t.add_column(col)
     for b, v in report["backends"].items():
         if v["status"] == "error":
-            t.add_row(b, "[red]error[/]", "", "", "", "", "", "", v["error"][:60])
+            t.add_row(b, "[red]error[/]", "", "", "", "", "", "", "", v["error"][:60])
             continue
         if v["status"] == "skipped":
-            t.add_row(b, "[yellow]skipped[/]", "", "", "", "", "", "", v["reason"][:60])
+            t.add_row(b, "[yellow]skipped[/]", "", "", "", "", "", "", "", v["reason"][:60])
             continue
         outs = v["outputs"]
         agree = [o["argmax_agreement"] for o in outs if o["argmax_agreement"] is not None]
-        color = "green" if v["status"] == "parity" else "red"
+        noise = v.get("noise") or {}
+        color = "green" if v["status"] == "parity" else "yellow" if noise.get("verdict") == "within_float32_noise" \
+            else "red"
         t.add_row(b, f"[{color}]{v['status']}[/]", f"{v['params_trainable'] + v['params_non_trainable']:,}",
                   v["weight_hash"][:12], _fmt(max(o["max_abs"] for o in outs)),
                   _fmt(max(o["max_rel"] for o in outs)), _fmt(max(o["min_rtol"] for o in outs)),
-                  f"{min(agree):.0f}%" if agree else "n/a", (v.get("first_divergent_layer") or {}).get("layer", ""))
+                  f"{min(agree):.0f}%" if agree else "n/a", noise_cell(v.get("noise"))[:40],
+                  (v.get("first_divergent_layer") or {}).get("layer", ""))
     out.print(t)
     from .report import output_notes
 
@@ -133,8 +136,10 @@ def _summary(report: dict) -> None:
         where = f"layer '{f['layer']}': " if f.get("layer") else ""
         out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)
     led = report["ledger"]
+    nv = report.get("numeric_verdict")
+    numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""
     out.print(f"weights: {led['tensors_restored']}/{led['tensors_expected']} tensors restored; "
-              f"verdict: [bold]{report['verdict']}[/]; load with: {report['output']['load']}", highlight=False)
+              f"verdict: [bold]{report['verdict']}[/]{numeric}; load with: {report['output']['load']}", highlight=False)
 
 
 @app.command(

@@ -104,3 +104,56 @@ def first_divergent_layer(
         if first is None and not s.allclose:
             first = row
     return first, rows
+
+
+# -- float32 noise floor ------------------------------------------------------------------------------
+# A backend's float32 output and the reference's each land some rounding error away from the exact result
+# of the same weights and inputs; a float64 rerun on each side measures that error (the floor). With the
+# float64 results in agreement, the float32 discrepancy is bounded by the two floors (triangle inequality),
+# so an honest conversion has k = error / floor <= 1 + (float64 disagreement / floor).
+NOISE_K = 2.0  # the largest error, in floors, still called float32 noise
+FLOAT64_SHARE = 0.1  # the float64 results may differ by at most this share of the float32 floor (see docs)
+
+
+@dataclass
+class NoiseStats:
+    index: int
+    floor_abs: float  # max |got32 - got64|: this backend's own float32 rounding
+    reference_floor_abs: float  # max |ref32 - ref64|: the reference's own float32 rounding
+    float64_max_abs: float  # max |got64 - ref64|: the conversion's difference with rounding taken out
+    max_abs: float  # max |got32 - ref32| (as in outputs[])
+    k: float  # max_abs / (floor_abs + reference_floor_abs)
+    within: bool
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _max_abs(a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> float:
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))[ok]
+    return float(d.max()) if d.size else 0.0
+
+
+def noise_stats(got32: np.ndarray, got64: np.ndarray, ref32: np.ndarray, ref64: np.ndarray,
+                index: int = 0) -> NoiseStats:
+    """How many float32 noise floors the error of one output is, and whether float64 removes it."""
+    inf = float("inf")
+    if not (got32.shape == got64.shape == ref32.shape == ref64.shape):
+        return NoiseStats(index, inf, inf, inf, inf, inf, False, "output shapes differ")
+    nans = [np.isnan(a.astype(np.float64)) for a in (got32, got64, ref32, ref64)]
+    if any((n != nans[0]).any() for n in nans[1:]):
+        return NoiseStats(index, inf, inf, inf, inf, inf, False, "NaN pattern differs between the runs")
+    ok = ~nans[0]
+    floor_b, floor_r = _max_abs(got32, got64, ok), _max_abs(ref32, ref64, ok)
+    f64, err = _max_abs(got64, ref64, ok), _max_abs(got32, ref32, ok)
+    floor = floor_b + floor_r
+    k = err / floor if floor > 0 else (0.0 if err == 0 else inf)
+    within = bool(k <= NOISE_K and f64 <= FLOAT64_SHARE * floor)
+    return NoiseStats(index, _f(floor_b), _f(floor_r), _f(f64), _f(err), _f(k), within)
+
+
+def noise_verdict(stats: list[NoiseStats]) -> tuple[str, float]:
+    """(`within_float32_noise` or `beyond_float32_noise`, the largest k over the outputs)."""
+    k = max((s.k for s in stats), default=0.0)
+    return ("within_float32_noise" if stats and all(s.within for s in stats) else "beyond_float32_noise"), k

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import __version__
 from .artifact import file_sha256, read_artifact, read_keras_config, sniff
-from .compare import compare_outputs, first_divergent_layer
+from .compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
 from .errors import Exit, InputError, K2to3Error, NotPortable
 from .inputs import input_specs, load_inputs, make_inputs
 from .source.extract import index_sources
@@ -152,7 +152,7 @@ class Job:
 
 def _report_base(opts: Options, artifact: Any, plan: Plan | None) -> dict[str, Any]:
     return {
-        "schema": "k2to3.convert/1",
+        "schema": "k2to3.convert/2",
         "k2to3_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "input": {
@@ -417,9 +417,11 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
             "load_seconds": round(r["load_seconds"], 3),
             "predict_seconds": round(r["predict_seconds"], 3),
             "first_divergent_layer": None,
+            "noise": None,
         }
         if not ok or not backends[b]["weight_hash_matches_build"]:
             mismatched.append(b)
+    _noise_floor(job, report, backends, reference, timings)
     _locate_divergence(job, report, backends, plan, rtol, atol)
     ops = ", ".join(sorted({f"{t['op']} at layer '{t['layer']}'" for t in plan.tf_only}))
     for b in opts.backends:
@@ -447,7 +449,66 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=plan.tf_only)
     else:
         report.update(verdict="parity", exit_code=int(Exit.PARITY))
+    report["numeric_verdict"] = _numeric_verdict(backends, len(hashes) == 1)
     return report
+
+
+def _numeric_verdict(backends: dict[str, Any], hashes_agree: bool) -> str | None:
+    """parity / within_float32_noise / mismatch over the verified backends (information: the exit code keeps
+    the strict tolerance); None when a backend failed to run."""
+    ran = [v for v in backends.values() if v["status"] != "skipped"]
+    if any(v["status"] == "error" for v in ran):
+        return None
+    if not hashes_agree or not all(v.get("weight_hash_matches_build") for v in ran):
+        return "mismatch"
+    bad = [v for v in ran if v["status"] == "mismatch"]
+    if not bad:
+        return "parity"
+    if all((v.get("noise") or {}).get("verdict") == "within_float32_noise" for v in bad):
+        return "within_float32_noise"
+    return "mismatch"
+
+
+def _noise_floor(job: Job, report: dict[str, Any], backends: dict[str, Any], reference: list[np.ndarray],
+                 timings: dict[str, float]) -> None:
+    """On a mismatch only: rerun the reference and each mismatching backend in float64 (same weights, same
+    inputs) and say whether the error is float32 rounding (docs/report.md#float32-noise)."""
+    bad = [b for b, v in backends.items() if v.get("status") == "mismatch"]
+    if not bad:
+        return
+    t0 = time.perf_counter()
+    job.progress(f"mismatch on {', '.join(bad)}: rerunning in float64 to measure the float32 noise floor")
+    ref_kind = report["reference"].get("kind")
+    common = {"inputs": job.npz("inputs")}
+    if ref_kind == "keras2-tf_keras":
+        ref_call = ("tensorflow", {**common, "golden": True, "h5": str(job.h5), **job.golden_args})
+    else:
+        ref_call = (ref_kind.split("-", 1)[1], {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
+    calls = {"reference": ref_call} | {b: (b, {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
+                                       for b in bad}
+    with ThreadPoolExecutor(max_workers=len(calls)) as ex:
+        futs = {name: ex.submit(job.pool.get(kind).call, "float64", out=job.npz(f"f64-{name}"), **args)
+                for name, (kind, args) in calls.items()}
+        replies: dict[str, dict[str, Any]] = {}
+        for name, fut in futs.items():
+            try:
+                replies[name] = fut.result()
+            except WorkerError as exc:
+                replies[name] = {"available": False, "reason": f"float64 rerun failed: {exc.message}"}
+    ref_reply = replies["reference"]
+    for b in bad:
+        rep = replies[b]
+        if not rep["available"] or not ref_reply["available"]:
+            why = rep.get("reason") if not rep["available"] else f"reference: {ref_reply.get('reason')}"
+            backends[b]["noise"] = {"verdict": "unavailable", "reason": why}
+            continue
+        stats = [noise_stats(g, g64, r, r64, i) for i, (g, g64, r, r64) in enumerate(zip(
+            job.load(f"out-{b}"), job.load(f"f64-{b}"), reference, job.load("f64-reference")))]
+        verdict, k = noise_verdict(stats)
+        backends[b]["noise"] = {"verdict": verdict, "k": k, "outputs": [s.to_dict() for s in stats],
+                                "seconds": round(rep["seconds"], 3),
+                                "reference_seconds": round(ref_reply["seconds"], 3)}
+    timings["noise_seconds"] = round(time.perf_counter() - t0, 3)
 
 
 def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.ndarray] | None:

@@ -1,4 +1,4 @@
-"""One report dict -> report.json (schema k2to3.convert/1, docs/report.md) and report.md."""
+"""One report dict -> report.json (schema k2to3.convert/2, docs/report.md) and report.md."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# k2to3 convert report: `{Path(inp['path']).name}`",
         "",
-        f"- **Verdict:** {report.get('verdict')} (exit code {report.get('exit_code')})",
+        f"- **Verdict:** {report.get('verdict')} (exit code {report.get('exit_code')})"
+        + (f"; numerically: {report['numeric_verdict']}" if report.get("numeric_verdict") not in (None, "parity")
+           else ""),
         f"- **Input:** `{inp['path']}` (Keras {inp.get('keras_version')}, {inp['n_params']:,} parameters in "
         f"{inp['n_weight_tensors']} tensors, sha256 `{inp['sha256'][:16]}…`)",
     ]
@@ -54,11 +56,11 @@ def to_markdown(report: dict[str, Any]) -> str:
     if report.get("backends"):
         lines += ["", "## Backends", "",
                   "| backend | status | params (trainable / non-trainable) | weight hash | max abs err | "
-                  "max rel err | min rtol | min atol | argmax agree | first divergent layer |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "max rel err | min rtol | min atol | argmax agree | float32 noise | first divergent layer |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for b, v in report["backends"].items():
             if v["status"] in ("error", "skipped"):
-                lines.append(f"| {b} | {v['status']}: {v.get('error') or v.get('reason')} | | | | | | | | |")
+                lines.append(f"| {b} | {v['status']}: {v.get('error') or v.get('reason')} | | | | | | | | | |")
                 continue
             outs = v["outputs"]
             fdl = v.get("first_divergent_layer") or {}
@@ -68,7 +70,8 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"`{v['weight_hash'][:12]}` | {_fmt(max(o['max_abs'] for o in outs))} | "
                 f"{_fmt(max(o['max_rel'] for o in outs))} | {_fmt(max(o['min_rtol'] for o in outs))} | "
                 f"{_fmt(max(o['min_atol'] for o in outs))} | "
-                f"{_fmt(min(agree)) + '%' if agree else 'n/a'} | {fdl.get('layer', '')} |")
+                f"{_fmt(min(agree)) + '%' if agree else 'n/a'} | {noise_cell(v.get('noise'))} | "
+                f"{fdl.get('layer', '')} |")
         lines += [f"\nNote: {n}" for n in output_notes(report)]
     if report.get("source"):
         src = report["source"]
@@ -86,8 +89,23 @@ def to_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def noise_cell(noise: dict[str, Any] | None) -> str:
+    """The float32 noise verdict in a few words: `within (k=0.55, floor 3.8e-05)`; empty when not measured."""
+    if not noise:
+        return ""
+    if noise["verdict"] == "unavailable":
+        return f"unavailable: {noise['reason']}"
+    floor = max(o["floor_abs"] + o["reference_floor_abs"] for o in noise["outputs"])
+    word = "within" if noise["verdict"] == "within_float32_noise" else "beyond"
+    return f"{word} (k={_fmt(noise['k'])}, floor {_fmt(floor)})"
+
+
 def output_notes(report: dict[str, Any]) -> list[str]:
     notes = []
+    if report.get("numeric_verdict") == "within_float32_noise":
+        notes.append("every mismatch is within float32 noise: the float64 reruns agree and the error is at most "
+                     "k times the float32 noise floor of the two sides; the exit code keeps the strict tolerance "
+                     "(pass --atol with the min atol shown to accept it)")
     for v in report.get("backends", {}).values():
         for o in v.get("outputs", []):
             if o.get("note") and f"output {o['index']}: {o['note']}" not in notes:

@@ -407,7 +407,120 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op_bridge}
+# -- float64 rerun (the float32 noise floor, only on a mismatch) --------------------------------------------
+class Float64Unavailable(Exception):
+    """The model cannot be rerun in float64 here; the message says why."""
+
+
+def _as_float64(v: Any) -> Any:
+    name = v if isinstance(v, str) else (v.get("config") or {}).get("name") if isinstance(v, dict) else None
+    if name in ("float16", "bfloat16", "mixed_float16", "mixed_bfloat16"):
+        raise Float64Unavailable(f"dtype policy {name}: the error is not float32 noise")
+    if name != "float32":
+        return v  # integer inputs, None
+    if isinstance(v, str):
+        return "float64"
+    return {**v, "config": {**v["config"], "name": "float64"}}
+
+
+def _float64_config(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _as_float64(v) if k == "dtype" else _float64_config(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_float64_config(v) for v in obj]
+    return obj
+
+
+def _clone_float64(model: Any, clone_model: Any, lambda_cls: type) -> Any:
+    """The same graph with float64 layers and the same weights cast (exactly) to float64. Lambdas are rebuilt
+    around their function object: their config would carry bytecode."""
+
+    def clone(layer: Any) -> Any:
+        if isinstance(layer, lambda_cls):
+            return type(layer)(layer.function, output_shape=layer._output_shape, mask=layer.mask,
+                               arguments=layer.arguments, name=layer.name, dtype="float64")
+        return layer.__class__.from_config(_float64_config(layer.get_config()))
+
+    m64 = clone_model(model, clone_function=clone)
+    m64.set_weights([np.asarray(w, dtype=np.float64) for w in model.get_weights()])
+    return m64
+
+
+def _float64_inputs(xs: list[np.ndarray]) -> list[np.ndarray]:
+    return [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x for x in xs]
+
+
+def _checked_float64(outs: list[np.ndarray]) -> list[np.ndarray]:
+    low = sorted({str(o.dtype) for o in outs if o.dtype != np.float64})
+    if low:
+        raise Float64Unavailable(f"the float64 rerun returned {', '.join(low)} outputs")
+    return outs
+
+
+@contextmanager
+def _float64_mode(keras: Any):
+    """floatx float64 for this call only (a warm worker is shared): with floatx float32, Keras 3 on torch
+    promotes float64 with float32 to float32 (BatchNormalization then rounds), and jax silently computes
+    float64 as float32 unless x64 is on."""
+    saved = keras.config.floatx()
+    keras.config.set_floatx("float64")
+    # keras.backend.result_type demotes float64 to float32 on torch and jax (JAX's default), so
+    # BatchNormalization's result_type(x, "float32") would compute in float32: keep float64 for this call.
+    demote = keras.src.backend.common.dtypes.BIT64_TO_BIT32_DTYPE
+    saved_demote = demote.get("float64")
+    demote["float64"] = "float64"
+    try:
+        if keras.backend.backend() == "jax":
+            import jax
+
+            with jax.enable_x64(True):
+                yield
+        else:
+            yield
+    finally:
+        keras.config.set_floatx(saved)
+        demote["float64"] = saved_demote
+
+
+def op_float64(req: dict[str, Any]) -> dict[str, Any]:
+    """Rerun the model in float64 on the same weights and inputs: the converted .keras on this backend, or
+    (`golden`) the Keras 2 model with tf_keras. Writes the outputs to `out`; a model that cannot run in float64
+    gives {"available": False, "reason": ...}, never an error."""
+    t0 = time.perf_counter()
+    xs = _float64_inputs(_load_inputs(req["inputs"]))
+    try:
+        if req.get("golden"):
+            import tf_keras
+
+            tf_keras.utils.set_random_seed(SEED)
+            model = _golden_model(tf_keras, req)
+            saved = tf_keras.backend.floatx()
+            tf_keras.backend.set_floatx("float64")
+            try:
+                with tf_keras.utils.custom_object_scope(_tf_keras_objects()):
+                    m64 = _clone_float64(model, tf_keras.models.clone_model, tf_keras.layers.Lambda)
+                outs = [np.asarray(t) for t in _tf_flatten(m64(_model_input(xs), training=False))]
+            finally:
+                tf_keras.backend.set_floatx(saved)
+        else:
+            keras = _k3()
+            _import_modules(req)
+            with _float64_mode(keras):
+                with _constant_initializers(keras):
+                    model = keras.saving.load_model(req["keras"], safe_mode=True)
+                    m64 = _clone_float64(model, keras.models.clone_model, keras.layers.Lambda)
+                outs = _flat_numpy(keras, _forward(keras, m64, xs))
+        _save_arrays(req["out"], _checked_float64(outs))
+    except Float64Unavailable as exc:
+        return {"available": False, "reason": str(exc), "seconds": time.perf_counter() - t0}
+    except Exception as exc:  # an op without a float64 kernel, a layer whose config cannot be rebuilt
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return {"available": False, "reason": f"float64 rerun failed: {type(exc).__name__}: {first}",
+                "seconds": time.perf_counter() - t0}
+    return {"available": True, "seconds": time.perf_counter() - t0}
+
+
+OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op_bridge, "float64": op_float64}
 
 
 def main() -> None:
