@@ -3,15 +3,21 @@ recipe, both run from this script on the same ResNet50-size legacy model:
 
   naive: a tensorflow process loads the .h5 with plain Keras 3 and saves .keras; then a fresh process per
          backend (tensorflow, torch, jax), one after another, loads it and predicts.
-  k2to3: one `k2to3 convert` process (warm-up free: it starts its workers itself).
+  k2to3: one `k2to3 convert` process (warm-up free: it starts its workers itself), with the default memory
+         budget, and again with `--max-memory 1M` (a budget nothing fits: one backend at a time).
 
 Prints wall time and peak memory (sum of the RSS of all live processes of each run, sampled every 50 ms),
-and the ratios k2to3 / naive. Usage: python bench/convert.py [--repeat N]
+and the ratios k2to3 / naive. Then the same k2to3 runs on a VGG16 (138 M parameters, 5.4x ResNet50's
+weights; generated on demand by tf_keras with weights=None into tests/.cache): the peak's growth divided by
+the weights' growth is how many copies of the weights are resident at the peak.
+
+Usage: python bench/convert.py [--repeat N] [--no-large]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +29,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "tests" / ".cache"
 MODEL = CACHE / "resnet50.h5"
+LARGE = CACHE / "vgg16.h5"
+MAKE_LARGE = """
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tf_keras
+tf_keras.utils.set_random_seed(0)
+m = tf_keras.applications.VGG16(weights=None, input_shape=(224, 224, 3), classes=1000)
+m.save(sys.argv[1] + ".tmp", save_format="h5")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+"""
 
 NAIVE_SAVE = """
 import sys, keras
@@ -89,11 +105,11 @@ def _env(backend: str) -> dict[str, str]:
     return {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
 
 
-def naive(work: Path) -> tuple[float, int]:
+def naive(work: Path, model: Path = MODEL) -> tuple[float, int]:
     out = work / "naive.keras"
     with PeakMemory() as mem:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-c", NAIVE_SAVE, str(MODEL), str(out)], env=_env("tensorflow"),
+        subprocess.run([sys.executable, "-c", NAIVE_SAVE, str(model), str(out)], env=_env("tensorflow"),
                        check=True, capture_output=True)
         for backend in ("tensorflow", "torch", "jax"):
             subprocess.run([sys.executable, "-c", NAIVE_RUN, str(out)], env=_env(backend), check=True,
@@ -102,39 +118,68 @@ def naive(work: Path) -> tuple[float, int]:
     return wall, mem.peak_kb
 
 
-def k2to3(work: Path) -> tuple[float, int]:
+def k2to3(work: Path, model: Path = MODEL, *extra: str) -> tuple[float, int, dict]:
     out = work / "k2to3.keras"
     with PeakMemory() as mem:
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(MODEL), "-o", str(out), "--force"],
-                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(model), "-o", str(out), "--force",
+                            "--json", *extra], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+                           capture_output=True, text=True)
         wall = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"k2to3 convert failed ({r.returncode}): {r.stderr[-500:]}")
-    return wall, mem.peak_kb
+    return wall, mem.peak_kb, json.loads(r.stdout)
+
+
+def _workers(rep: dict) -> str:
+    mem = rep["memory"]
+    peaks = ", ".join(f"{b} {v['peak_rss_mb']:.0f}" for b, v in mem["workers"].items())
+    return f"worker peaks MB: {peaks}, parent {mem['parent_peak_rss_mb']:.0f}; sequential={mem['sequential']}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--no-large", action="store_true", help="skip the VGG16 runs")
     args = ap.parse_args()
     if not MODEL.exists():
-        subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "make_fixtures.py"), "--large",
-                        str(CACHE)], check=True, capture_output=True)
+        subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "make_fixtures.py"), "--skip-small",
+                        "--large", str(CACHE)], check=True, capture_output=True)
     print(f"model: {MODEL.name} ({MODEL.stat().st_size / 1e6:.0f} MB), cores: {os.cpu_count()}")
     rows = []
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         for i in range(args.repeat):
             nw, nm = naive(work)
-            kw, km = k2to3(work)
-            rows.append((nw, nm, kw, km))
+            kw, km, rep = k2to3(work)
+            tw, tm, trep = k2to3(work, MODEL, "--max-memory", "1M")
+            rows.append((nw, nm, kw, km, tw, tm))
             print(f"run {i + 1}: naive {nw:6.1f} s {nm / 1024:7.0f} MB | k2to3 {kw:6.1f} s {km / 1024:7.0f} MB | "
                   f"wall ratio {kw / nw:.2f}x, peak memory ratio {km / nm:.2f}x")
-    nw = sorted(r[0] for r in rows)[len(rows) // 2]
-    kw = sorted(r[2] for r in rows)[len(rows) // 2]
-    print(f"median wall: naive {nw:.1f} s, k2to3 {kw:.1f} s -> ratio {kw / nw:.2f}x "
-          "(k2to3 also computes the tf_keras golden and compares; the naive recipe compares nothing)")
+            print(f"       {_workers(rep)}")
+            print(f"       k2to3 --max-memory 1M {tw:6.1f} s {tm / 1024:7.0f} MB | wall ratio {tw / nw:.2f}x, "
+                  f"peak memory ratio {tm / nm:.2f}x; {_workers(trep)}")
+        med = [sorted(r[k] for r in rows)[len(rows) // 2] for k in range(6)]
+        print(f"median wall: naive {med[0]:.1f} s, k2to3 {med[2]:.1f} s -> ratio {med[2] / med[0]:.2f}x "
+              f"(--max-memory 1M: {med[4] / med[0]:.2f}x); median peak memory ratio {med[3] / med[1]:.2f}x "
+              f"(--max-memory 1M: {med[5] / med[1]:.2f}x). k2to3 also computes the tf_keras golden and compares; "
+              "the naive recipe compares nothing")
+        if args.no_large:
+            return
+        if not LARGE.exists():
+            subprocess.run([sys.executable, "-c", MAKE_LARGE, str(LARGE)], check=True, capture_output=True,
+                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        small_w = rep["memory"]["weights_mb"]
+        _, lm, lrep = k2to3(work, LARGE)
+        _, ltm, ltrep = k2to3(work, LARGE, "--max-memory", "1M")
+        large_w = lrep["memory"]["weights_mb"]
+        grow = large_w - small_w
+        print(f"{LARGE.name}: weights {large_w:.0f} MB vs {small_w:.0f} MB | k2to3 peak {lm / 1024:.0f} MB "
+              f"(+{(lm - km) / 1024:.0f} MB = {(lm - km) / 1024 / grow:.1f} copies of the extra weights); "
+              f"--max-memory 1M peak {ltm / 1024:.0f} MB (+{(ltm - tm) / 1024:.0f} MB = "
+              f"{(ltm - tm) / 1024 / grow:.1f} copies)")
+        print(f"       {_workers(lrep)}")
+        print(f"       --max-memory 1M: {_workers(ltrep)}")
 
 
 if __name__ == "__main__":

@@ -196,7 +196,8 @@ def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = 
             "layer_errors": layer_errors, "seconds": time.perf_counter() - t0}
 
 
-def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: Any = None) -> dict[str, Any]:
+def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: Any = None,
+              max_memory: int | None = None) -> dict[str, Any]:
     tree = walk(paths)
     defs = _definitions(tree.sources)
     py = [p for p in tree.sources if p.suffix == ".py"]
@@ -225,7 +226,7 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
 
         out_dir.mkdir(parents=True, exist_ok=True)
         cache = ResultCache(out_dir)
-        with Pool() as pool:
+        with Pool(max_memory=max_memory) as pool:
             for i, row in enumerate(artifacts):
                 if progress:
                     progress(i, len(artifacts), row["path"])

@@ -30,6 +30,24 @@ def _fail(exc: K2to3Error) -> None:
     raise typer.Exit(int(exc.code))
 
 
+MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: backends verify side by side only "
+                   "while their estimated peaks fit, else one after another. [default: 80% of MemAvailable]")
+
+
+def _max_memory(text: str | None) -> int | None:
+    if text is None:
+        return None
+    from .errors import InputError
+    from .workers.memory import parse_size
+
+    try:
+        return parse_size(text)
+    except (ValueError, OverflowError, IndexError):
+        _fail(InputError(f"--max-memory {text}: not a size", hint="give bytes or a number with K, M, G or T, "
+                         "e.g. --max-memory 4G"))
+    return None
+
+
 @app.command(
     epilog=(
         "Examples:\n\n"
@@ -63,6 +81,7 @@ def convert(
     trust_bytecode: Annotated[bool, typer.Option(
         "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
         "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP)] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
@@ -71,7 +90,8 @@ def convert(
 
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
-                   sources=tuple(src_files or ()), trust_bytecode=trust_bytecode)
+                   sources=tuple(src_files or ()), trust_bytecode=trust_bytecode,
+                   max_memory=_max_memory(max_memory))
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:
@@ -230,6 +250,7 @@ def audit(
     fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
     verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
                                                           "results cached by content hash: resumable).")] = False,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP + " With --verify.")] = None,
 ) -> None:
     """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
@@ -244,6 +265,7 @@ def audit(
     missing = [p for p in paths if not p.exists()]
     if missing:
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    budget = _max_memory(max_memory)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("auditing", total=None)
 
@@ -251,7 +273,7 @@ def audit(
             bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
 
         try:
-            rep = run_audit(paths, out_dir, verify=verify, progress=progress)
+            rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
             raise typer.Exit(130) from None

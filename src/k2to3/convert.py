@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ class Options:
     golden: bool = True
     sources: tuple[str, ...] = ()  # --src FILE or FILE:BUILD_FN (repeatable)
     trust_bytecode: bool = False
+    max_memory: int | None = None  # bytes; None: a share of MemAvailable (workers/pool.py)
 
 
 Progress = Callable[[str], None]
@@ -185,7 +186,7 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
 
     def get_pool() -> Pool:
         if pools["pool"] is None:
-            pools["pool"] = Pool(opts.backends, golden=opts.golden)
+            pools["pool"] = Pool(opts.backends, golden=opts.golden, max_memory=opts.max_memory)
         elif set(opts.backends) - set(pools["pool"].backends):
             raise InputError(f"the worker pool serves {pools['pool'].backends}, not {opts.backends}")
         return pools["pool"]
@@ -339,10 +340,12 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
 
     # One process per backend. The tensorflow worker builds first (torch and jax wait for the file),
-    # then computes the tf_keras golden and verifies; torch and jax verify in parallel meanwhile.
+    # then computes the tf_keras golden and verifies; torch and jax verify meanwhile, side by side as far as
+    # the memory budget allows (Pool.run), else one after another.
     progress("workers: " + ", ".join(job.pool.roles()))
     wp = job.pool
-    wp.start()
+    weight_bytes = 4 * int(artifact.n_params or 0)  # float32 weights: what each worker holds copies of
+    wp.start(weight_bytes)
     timings: dict[str, float] = {}
     tfw = wp.get("tensorflow")
     try:
@@ -350,6 +353,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
                          build_fn=job.build_fn)
     except WorkerError as exc:
         raise _as_user_error(exc) from None
+    wp.learn("tensorflow", weight_bytes)
     if job.build_fn:
         _inputs(job, _model_of_inputs(build["inputs"]), report)
     timings["build_seconds"] = round(build["seconds"], 3)
@@ -357,37 +361,38 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
              f"{build['ledger']['tensors_expected']} weight tensors; verifying")
     report["ledger"] = build["ledger"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
-    with ThreadPoolExecutor(max_workers=len(wp.roles())) as pool:
-        futs: dict[str, Future] = {}
-        for b in verify:
-            if b != "tensorflow":
-                futs[b] = pool.submit(wp.get(b).call, "verify", keras=str(tmp_out), inputs=job.npz("inputs"),
-                                      out=job.npz(f"out-{b}"), layers=False, modules=job.modules)
+    weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
 
-        def tf_side() -> tuple[dict[str, Any] | None, WorkerError | None]:
-            golden, gerr = None, None
-            if opts.golden and wp.golden:
-                try:
-                    golden = tfw.call("golden", h5=str(job.h5), inputs=job.npz("inputs"),
-                                      out=job.npz("golden"), layers=False, **job.golden_args)
-                except WorkerError as exc:
-                    gerr = exc
-            return golden, gerr
+    def verify_on(b: str) -> Callable[[Any], dict[str, Any]]:
+        return lambda w: w.call("verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz(f"out-{b}"),
+                                layers=False, modules=job.modules)
 
-        fut_golden = pool.submit(tf_side)
-        if "tensorflow" in verify:
-            futs = {"tensorflow": pool.submit(lambda: (fut_golden.result(), tfw.call(
-                "verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz("out-tensorflow"),
-                layers=False, modules=job.modules))[1]), **futs}
-        reference = _reference(job, fut_golden, report)
-        results: dict[str, dict[str, Any]] = {}
-        for b in verify:
+    def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
+        golden, gerr = None, None
+        if opts.golden and wp.golden:
             try:
-                results[b] = futs[b].result()
-                progress(f"{b}: loaded with safe_mode=True and ran")
+                golden = w.call("golden", h5=str(job.h5), inputs=job.npz("inputs"),
+                                out=job.npz("golden"), layers=False, **job.golden_args)
             except WorkerError as exc:
-                results[b] = {"error": exc.message}
-                progress(f"{b}: failed: {exc.message}")
+                gerr = exc
+        return golden, gerr
+
+    jobs: dict[str, list[Callable[[Any], Any]]] = {
+        "tensorflow": [tf_side, *([verify_on("tensorflow")] if "tensorflow" in verify else [])],
+        **{b: [verify_on(b)] for b in verify if b != "tensorflow"}}
+    done = wp.run(jobs, weight_bytes)
+    fut_golden = done["tensorflow"][0]
+    futs: dict[str, Future] = {b: done[b][-1] for b in verify}
+    reference = _reference(job, fut_golden, report)
+    results: dict[str, dict[str, Any]] = {}
+    for b in verify:
+        try:
+            results[b] = futs[b].result()
+            progress(f"{b}: loaded with safe_mode=True and ran")
+        except WorkerError as exc:
+            results[b] = {"error": exc.message}
+            progress(f"{b}: failed: {exc.message}")
+    report["memory"] = wp.memory_report(weight_bytes)
     if reference is None:  # golden unavailable: the Keras 3 tensorflow result is the reference
         kind = "tensorflow" if "error" not in results.get("tensorflow", {"error": 1}) else next(
             (b for b in verify if "error" not in results[b]), None)

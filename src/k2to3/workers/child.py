@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import K2to3Error
 from ..weights import weight_hash
+from . import memory
 
 SEED = 1234
 
@@ -532,14 +533,22 @@ def main() -> None:
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by libraries goes to the log, not the protocol
     _pin_threads(backend)
+    if backend != "tensorflow":
+        # keras.utils.set_random_seed also seeds TensorFlow whenever it is importable: a torch or jax worker then
+        # imports all of TensorFlow (+460 MB resident, seconds of CPU) for an RNG it never uses.
+        from keras.src.utils import module_utils
+
+        module_utils.tensorflow._available = False
     _k3()  # pay the imports now, while the parent is still preparing the job
     if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
         import tf_keras  # noqa: F401
-    proto.write(json.dumps({"ok": True, "ready": backend}) + "\n")
+    memory.release_freed()
+    proto.write(json.dumps({"ok": True, "ready": backend, "memory": memory.figures()}) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
         if req.get("op") == "shutdown":
             break
+        memory.reset_peak()  # the reply's peak is this job's
         try:
             reply = {"ok": True, **OPS[req["op"]](req)}
         except K2to3Error as exc:
@@ -548,6 +557,9 @@ def main() -> None:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             reply = {"ok": False, "error": f"{type(exc).__name__}: {first}", "traceback": traceback.format_exc()}
         _cleanup()
+        peak = memory.peak_rss_bytes()
+        memory.release_freed()  # the model is gone: give its pages back before the next job or the idle wait
+        reply["memory"] = {"peak_rss_mb": round(peak / memory.MB, 1), "idle_rss_mb": memory.figures()["rss_mb"]}
         if not reply["ok"]:
             print(reply.get("traceback", ""), file=sys.stderr, flush=True)
         proto.write(json.dumps(reply) + "\n")

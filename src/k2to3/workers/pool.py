@@ -12,10 +12,24 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from . import memory
+
 KINDS = ("tensorflow", "torch", "jax")
+# Resident set of a warm idle worker (after its imports, no model), in MB, measured with TF 2.21, tf_keras 2.21,
+# torch 2.13 and jax on Linux x86-64; the pool replaces them with its own workers' figures once they have run.
+IDLE_MB = {"tensorflow": 700.0, "torch": 420.0, "jax": 330.0}
+# What a job adds on top of that per byte of float32 weights (load buffer, variables, hashes), and at least
+# JOB_MIN_MB for activations and compiled programs; measured likewise (ResNet50, VGG16), then learned.
+JOB_FACTOR = {"tensorflow": 4.0, "torch": 3.0, "jax": 3.0}
+JOB_MIN_MB = 150.0
+# Keep this share of MemAvailable for everything else on the machine when no --max-memory is given.
+DEFAULT_BUDGET_SHARE = 0.8
 
 
 class WorkerError(RuntimeError):
@@ -55,8 +69,12 @@ def worker_env(backend: str, keras_home: str, threads: int = 1, legacy: bool = F
 class Worker:
     """A long-lived child process serving requests in order (one at a time)."""
 
-    def __init__(self, kind: str, log_dir: Path, threads: int = 1, legacy: bool = False, nice: int = 0):
+    def __init__(self, kind: str, log_dir: Path, threads: int = 1, legacy: bool = False, nice: int = 0,
+                 stats: dict[str, float] | None = None):
         self.kind = kind
+        # Memory figures from the child's replies (MB): idle_rss after imports / after each job, peak_rss the
+        # largest job peak. Shared with the pool, so they outlive a worker it shuts down.
+        self.stats: dict[str, float] = stats if stats is not None else {}
         self.log_path = log_dir / f"worker-{kind}{'-legacy' if legacy else ''}-{id(self):x}.log"
         self._home = tempfile.mkdtemp(prefix=f"k2to3-keras-home-{kind}-")
         self._lock = threading.Lock()
@@ -86,6 +104,15 @@ class Worker:
             self.proc.wait()
             raise WorkerError(self.kind, f"failed to start (exit code {self.proc.returncode})", self.tail())
         self._ready = True
+        self._note_memory(json.loads(line).get("memory", {}).get("rss_mb"), None)
+
+    def _note_memory(self, idle_mb: float | None, peak_mb: float | None) -> None:
+        if idle_mb:
+            self.stats["idle_rss_mb"] = idle_mb
+            self.stats.setdefault("peak_rss_mb", idle_mb)
+        if peak_mb:
+            self.stats["peak_rss_mb"] = max(self.stats.get("peak_rss_mb", 0.0), peak_mb)
+            self.stats["last_job_peak_mb"] = peak_mb
 
     def call(self, op: str, **args: Any) -> dict[str, Any]:
         with self._lock:
@@ -100,6 +127,8 @@ class Worker:
             self.proc.wait()
             raise WorkerError(self.kind, f"crashed (exit code {self.proc.returncode})", self.tail())
         reply = json.loads(line)
+        mem = reply.get("memory") or {}
+        self._note_memory(mem.get("idle_rss_mb"), mem.get("peak_rss_mb"))
         if not reply.get("ok"):
             raise WorkerError(self.kind, reply.get("error", "unknown error"), reply.get("traceback", ""),
                               reply.get("code"))
@@ -142,23 +171,83 @@ class Worker:
         self.close()
 
 
+def default_budget() -> tuple[int | None, str]:
+    """The memory budget when none is given: a share of MemAvailable (None: unknown, no limit)."""
+    avail = memory.available_bytes()
+    if avail is None:
+        return None, "unlimited (MemAvailable unknown)"
+    return int(avail * DEFAULT_BUDGET_SHARE), f"{DEFAULT_BUDGET_SHARE:.0%} of MemAvailable"
+
+
+Job = Callable[["Worker"], Any]
+
+
 class Pool:
     """Warm workers reused across jobs, one process per backend. The tensorflow process builds the model,
     hosts tf_keras for the Keras 2 golden, and verifies the saved file (TensorFlow is imported once);
-    torch and jax verify in their own processes. A worker that crashed is replaced on next use."""
+    torch and jax verify in their own processes. A worker that crashed is replaced on next use.
 
-    def __init__(self, backends: tuple[str, ...] = KINDS, golden: bool = True, log_dir: Path | None = None):
+    Memory budget (`max_memory`, bytes): every worker process holds its backend's libraries and its own copy
+    of the model, so running the backends side by side costs the sum of their peaks. `run` starts a
+    backend's jobs only while the estimated peaks of what is resident fit the budget; otherwise it waits for
+    the running ones, and shuts down idle workers this run no longer needs before starting another."""
+
+    def __init__(self, backends: tuple[str, ...] = KINDS, golden: bool = True, log_dir: Path | None = None,
+                 max_memory: int | None = None):
         self.backends = backends
         self.golden = golden
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="k2to3-logs-"))
         self.workers: dict[str, Worker] = {}
+        if max_memory is not None:
+            self.max_memory: int | None = max_memory
+            self.budget_source = "--max-memory"
+        else:
+            self.max_memory, self.budget_source = default_budget()
+        self.stats: dict[str, dict[str, float]] = {}  # role -> memory figures (MB), kept across restarts
+        self._factor: dict[str, float] = {}  # role -> learned job bytes per weight byte
+        self.schedule: list[dict[str, Any]] = []  # the last run(): when each role's jobs started and ended
 
     def roles(self) -> list[str]:
         return ["tensorflow", *(b for b in self.backends if b != "tensorflow")]
 
-    def start(self) -> None:
-        for role in self.roles():
-            self.get(role)
+    # -- estimates ---------------------------------------------------------------------------------------
+    def idle_bytes(self, role: str) -> int:
+        return int(self.stats.get(role, {}).get("idle_rss_mb", IDLE_MB[role]) * memory.MB)
+
+    def job_bytes(self, role: str, weight_bytes: int) -> int:
+        """Estimated peak RSS of `role`'s worker while it runs a job on a model with these weights."""
+        extra = max(JOB_MIN_MB * memory.MB, self._factor.get(role, JOB_FACTOR[role]) * weight_bytes)
+        return self.idle_bytes(role) + int(extra)
+
+    def learn(self, role: str, weight_bytes: int) -> None:
+        """After a job: what it really added per weight byte, for the next estimates."""
+        st = self.stats.get(role, {})
+        if weight_bytes > 0 and st.get("last_job_peak_mb") and st.get("idle_rss_mb"):
+            added = (st["last_job_peak_mb"] - st["idle_rss_mb"]) * memory.MB
+            if added > JOB_MIN_MB * memory.MB:  # below that the floor decides, the factor says nothing
+                self._factor[role] = added / weight_bytes
+
+    def fits(self, roles: list[str], weight_bytes: int, running: set[str] = frozenset()) -> bool:  # type: ignore
+        """Would `roles` running jobs, next to the `running` ones and the other resident idle workers and this
+        process, stay within the budget?"""
+        if self.max_memory is None:
+            return True
+        busy = set(roles) | set(running)
+        total = memory.rss_bytes() + sum(self.job_bytes(r, weight_bytes) for r in busy)
+        total += sum(self.idle_bytes(r) for r, w in self.workers.items() if r not in busy and w.proc.poll() is None)
+        return total <= self.max_memory
+
+    # -- workers -----------------------------------------------------------------------------------------
+    def start(self, weight_bytes: int = 0) -> None:
+        """Start the tensorflow worker, and the others now too (their imports overlap the build) when all of
+        them can run side by side within the budget; else `run` starts them when their turn comes."""
+        roles = self.roles()
+        for st in self.stats.values():  # the report's peaks are this job's (a warm pool serves many)
+            st.pop("peak_rss_mb", None)
+        self.get("tensorflow")
+        if self.fits(roles, weight_bytes):
+            for role in roles:
+                self.get(role)
 
     def get(self, role: str) -> Worker:
         w = self.workers.get(role)
@@ -170,9 +259,89 @@ class Pool:
             # torch and jax wait for the built file anyway: a lower priority lets the tensorflow
             # worker's imports and build finish first on a small machine.
             w = Worker(role, self.log_dir, threads=2 if role == "tensorflow" else 1,
-                       legacy=role == "tensorflow" and self.golden, nice=0 if role == "tensorflow" else 10)
+                       legacy=role == "tensorflow" and self.golden, nice=0 if role == "tensorflow" else 10,
+                       stats=self.stats.setdefault(role, {}))
             self.workers[role] = w
         return w
+
+    def release(self, role: str) -> None:
+        """Shut a worker down (its memory goes back to the machine); `get` starts a fresh one when needed."""
+        w = self.workers.pop(role, None)
+        if w is not None:
+            w.close()
+
+    def run(self, jobs: dict[str, list[Job]], weight_bytes: int) -> dict[str, list[Future]]:
+        """Run each role's jobs in order on its worker; roles side by side while the budget allows.
+
+        Returns a future per job (a job's exception is set on its future). Roles are admitted in the order
+        given; one that does not fit waits for a running role to finish, and idle workers that no job of this
+        run needs are shut down first. With nothing running, the next role starts whatever its estimate: the
+        budget orders work, it never blocks it (`over_budget` in the schedule says so)."""
+        futs = {r: [Future() for _ in js] for r, js in jobs.items()}
+        pending = [r for r in jobs if jobs[r]]
+        running: set[str] = set()
+        cond = threading.Condition()
+        t0 = time.perf_counter()
+        self.schedule = []
+
+        def serve(role: str, entry: dict[str, Any]) -> None:
+            try:
+                for job, fut in zip(jobs[role], futs[role]):
+                    fut.set_running_or_notify_cancel()
+                    try:
+                        fut.set_result(job(self.get(role)))
+                    except BaseException as exc:  # delivered to the caller through the future
+                        fut.set_exception(exc)
+                    self.learn(role, weight_bytes)
+            finally:
+                with cond:
+                    entry["end_s"] = round(time.perf_counter() - t0, 3)
+                    running.discard(role)
+                    cond.notify_all()
+
+        threads = []
+        with cond:
+            while pending:
+                role = pending[0]
+                if running and not self.fits([role], weight_bytes, running):
+                    idle = [r for r in self.workers if r not in running and r not in pending]
+                    if idle:
+                        self.release(idle[0])
+                        continue
+                    cond.wait()
+                    continue
+                if not running and not self.fits([role], weight_bytes):
+                    for r in [r for r in self.workers if r not in pending]:
+                        self.release(r)
+                pending.pop(0)
+                entry = {"role": role, "start_s": round(time.perf_counter() - t0, 3),
+                         "concurrent": sorted(running),
+                         "over_budget": not self.fits([role], weight_bytes, running)}
+                self.schedule.append(entry)
+                running.add(role)
+                t = threading.Thread(target=serve, args=(role, entry), daemon=True)
+                threads.append(t)
+                t.start()
+        for t in threads:
+            t.join()
+        return futs
+
+    def memory_report(self, weight_bytes: int) -> dict[str, Any]:
+        """report.json `memory`: the budget, what the scheduler estimated, and what the processes measured."""
+        mb = memory.MB
+        roles = [r for r in self.roles() if r in self.stats]
+        parallel = sum(self.job_bytes(r, weight_bytes) for r in roles) + memory.rss_bytes()
+        return {
+            "budget_mb": None if self.max_memory is None else round(self.max_memory / mb, 1),
+            "budget_source": self.budget_source,
+            "weights_mb": round(weight_bytes / mb, 1),
+            "estimated_parallel_peak_mb": round(parallel / mb, 1),
+            "schedule": [dict(e) for e in self.schedule],
+            "sequential": all(not e["concurrent"] for e in self.schedule),
+            "workers": {r: {k: self.stats[r][k] for k in ("peak_rss_mb", "idle_rss_mb") if k in self.stats[r]}
+                        for r in roles},
+            "parent_peak_rss_mb": round(memory.peak_rss_bytes() / mb, 1),
+        }
 
     def close(self) -> None:
         for w in self.workers.values():  # ask all first, then wait: shutdowns overlap

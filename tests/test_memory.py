@@ -1,0 +1,86 @@
+"""The memory budget (--max-memory): per-process peak RSS in the report, and verifications that run one after
+another when the budget is tight, with the same verdict and figures as side by side."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+
+import pytest
+from conftest import H5
+from test_cli import k2to3, one_error_line
+
+from k2to3.workers.memory import MB, parse_size
+from k2to3.workers.pool import IDLE_MB, JOB_MIN_MB, Pool
+
+MODEL = H5 / "fm02_training_config.h5"
+
+
+def _convert(tmp_path, name: str, *extra: str) -> dict:
+    r = k2to3("convert", str(MODEL), "-o", str(tmp_path / f"{name}.keras"), "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_tiny_budget_runs_verifications_one_after_another(tmp_path):
+    wide = _convert(tmp_path, "wide", "--max-memory", "64G")
+    tight = _convert(tmp_path, "tight", "--max-memory", "1M")
+    for rep in (wide, tight):
+        mem = rep["memory"]
+        assert set(mem["workers"]) == {"tensorflow", "torch", "jax"}
+        for figures in mem["workers"].values():
+            assert figures["peak_rss_mb"] > 0 and figures["idle_rss_mb"] > 0
+            assert figures["peak_rss_mb"] >= figures["idle_rss_mb"]
+        assert mem["parent_peak_rss_mb"] > 0
+        assert mem["budget_source"] == "--max-memory"
+    assert wide["memory"]["budget_mb"] == 64 * 1024 and tight["memory"]["budget_mb"] == 1.0
+    # 64G: torch and jax verify while the tensorflow worker computes the golden
+    assert not wide["memory"]["sequential"]
+    assert any(e["concurrent"] for e in wide["memory"]["schedule"])
+    # 1M: nothing fits, so one role at a time, in order, each starting after the previous one ended
+    sched = tight["memory"]["schedule"]
+    assert tight["memory"]["sequential"]
+    assert [e["role"] for e in sched] == ["tensorflow", "torch", "jax"]
+    assert all(e["over_budget"] and not e["concurrent"] for e in sched)
+    for before, after in pairwise(sched):
+        assert after["start_s"] >= before["end_s"]
+    # the schedule changes nothing in the result
+    assert tight["verdict"] == wide["verdict"] == "parity"
+    for b in ("tensorflow", "torch", "jax"):
+        w, t = wide["backends"][b], tight["backends"][b]
+        assert t["status"] == w["status"] == "parity"
+        assert t["weight_hash"] == w["weight_hash"]
+        assert [o["max_abs"] for o in t["outputs"]] == [o["max_abs"] for o in w["outputs"]]
+
+
+@pytest.mark.parametrize("value", ["lots", "0", "-3G", "4Q", ""])
+def test_bad_max_memory_is_one_line(tmp_path, value):
+    out = tmp_path / "o.keras"
+    r = k2to3("convert", str(MODEL), "-o", str(out), "--max-memory", value)
+    assert r.returncode == 2
+    assert "--max-memory" in one_error_line(r)
+    assert not out.exists()
+
+
+def test_parse_size():
+    assert parse_size("4G") == 4 * 1024 * MB
+    assert parse_size("1500M") == 1500 * MB
+    assert parse_size("2.5GB") == int(2.5 * 1024 * MB)
+    assert parse_size("800MiB") == 800 * MB
+    assert parse_size("123456") == 123456
+    for bad in ("", "G", "x", "0", "-1M"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+
+
+def test_estimates_and_fit_without_workers():
+    pool = Pool(max_memory=int(1.2 * IDLE_MB["tensorflow"] * MB))
+    assert pool.budget_source == "--max-memory"
+    weights = 100 * MB
+    assert pool.job_bytes("torch", weights) > pool.idle_bytes("torch") + weights  # copies of the weights
+    assert pool.job_bytes("jax", 0) == pool.idle_bytes("jax") + int(JOB_MIN_MB * MB)
+    assert pool.job_bytes("jax", 2 * weights) > pool.job_bytes("jax", weights)
+    assert not pool.fits(["tensorflow", "torch", "jax"], weights)
+    assert Pool(max_memory=64 * 1024 * MB).fits(["tensorflow", "torch", "jax"], weights)
+    default = Pool()
+    assert default.max_memory is None or default.max_memory > 0
