@@ -37,7 +37,7 @@ def missing_names(pairs: list[tuple[Path, Path]], tmp: Path) -> dict[str, list[s
 def fixed_copies(files: list[Path], tmp: Path) -> list[tuple[Path, Path]]:
     pairs = []
     for i, f in enumerate(files):
-        out, n = fix_source(f.read_text(), str(f))
+        out, _ = fix_source(f.read_text(), str(f))
         new = tmp / f"{i}_{f.name}"
         new.write_text(out)
         pairs.append((f, new))
@@ -47,7 +47,7 @@ def fixed_copies(files: list[Path], tmp: Path) -> list[tuple[Path, Path]]:
 def test_api_data_knows_moved_and_removed_names():
     assert exists("keras.layers.Dense") and exists("keras.ops.mean") and exists("keras.backend.epsilon")
     assert exists("keras.layers.Layer.add_weight")  # attributes of a class are not listed, and not refused
-    for name in PATTERNS + ["keras.engine.Layer", "keras.layers.experimental.preprocessing.Rescaling"]:
+    for name in [*PATTERNS, "keras.engine.Layer", "keras.layers.experimental.preprocessing.Rescaling"]:
         assert not exists(name), name
     assert positional("keras.ops.mean") == ("x", "axis", "keepdims")
 
@@ -79,7 +79,7 @@ def test_rewritten_test_sources_reach_only_existing_keras3_names(tmp_path):
     assert MIX in files
     broken = tmp_path / "broken.py"
     broken.write_text(MIX.read_text().replace("from tensorflow.keras import backend as K", "from keras import backend as K"))
-    got = missing_names(fixed_copies(files, tmp_path) + [(MIX, broken)], tmp_path)
+    got = missing_names([*fixed_copies(files, tmp_path), (MIX, broken)], tmp_path)
     assert set(got.pop(str(broken))) >= set(PATTERNS) - {"keras.utils.generic_utils.CustomObjectScope"}
     assert got and all(v == [] for v in got.values()), got
 
