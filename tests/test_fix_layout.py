@@ -45,3 +45,15 @@ def test_fix_layout(before, after):
     assert out.split("y = ", 1)[1].split("\nz = ")[0] == after
     ast.parse(out)
     assert fix_source(out) == (out, 0)
+
+
+def test_op_table_first_argument_is_keras_first_positional():
+    """fix writes the first argument positionally: it must be keras.ops's first positional parameter."""
+    from k2to3 import ops
+    from k2to3.source.keras3api import exists, positional
+
+    for e in ops.table():
+        if e.keras.startswith("k2to3."):
+            continue
+        assert exists("keras.ops." + e.keras), e.name
+        assert (positional("keras.ops." + e.keras) or ("",))[0] == e.first, e.name
