@@ -92,11 +92,11 @@ def test_fix_rewrites_with_explicit_keywords_and_defaults():
         """)
     out, n = fix_source(src)
     assert n == 6  # five calls and the backend import
-    assert "keras.ops.mean(x, axis=1, keepdims=False)" in out
+    assert "keras.ops.mean(x, 1)" in out  # positional kept (same position in keras.ops.mean), no keepdims=False
     assert "keras.ops.concatenate([x, y], axis=-1)" in out
     assert "keras.ops.gelu(x, approximate=False)" in out
     assert "keras.config.epsilon()" in out
-    assert "keras.ops.split(x, indices_or_sections=[2], axis=-1)" in out
+    assert "keras.ops.split(x, [2], axis=-1)" in out
     assert "# a comment that must survive" in out and "# trailing comment" in out
     assert "import tensorflow" not in out and "backend as K" not in out and "import keras" in out
     again, n2 = fix_source(out)

@@ -66,6 +66,7 @@ def test_fix_tf_keras_parses_and_is_idempotent():
     bad = [(p, e) for p, _, e in results if e]
     assert not bad, bad[:5]
     rewritten = sum(1 for _, n, _ in results if n)
-    assert rewritten > 300
+    # 137 since fix stopped switching `from tf_keras.src... import` to keras.src names Keras 3 lacks (>300 before)
+    assert rewritten > 100
     record_line("lint", {"corpus": "tf_keras fix", "files": len(files), "files_rewritten": rewritten,
                          "rewrites": sum(n for _, n, _ in results)})

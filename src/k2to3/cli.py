@@ -228,8 +228,8 @@ def fix(
             tmp = Path(path + ".k2to3-tmp")
             tmp.write_text(new)
             tmp.replace(path)
-    for e in res.errors:
-        err.print(e, highlight=False)
+    for e in res.errors + res.kept:
+        err.print(e, highlight=False, soft_wrap=True)
     verb = "rewrote" if write else "would rewrite"
     err.print(f"{verb} {res.rewrites} calls/imports in {len(res.changed)} files", highlight=False)
     raise typer.Exit(0 if write or not res.changed else 1)

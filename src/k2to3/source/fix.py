@@ -5,12 +5,15 @@ removed with libcst's codemod helpers. A call that cannot be rewritten safely st
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import PositionProvider
 
+from . import keras3api
 from .classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
 from .lint import RELEVANT
 
@@ -42,6 +45,7 @@ class _ImportCollector(cst.CSTVisitor):
     def __init__(self) -> None:
         self.aliases = Aliases()
         self.tf_imports: list[tuple[str, str | None]] = []
+        self.from_tf_keras: dict[str, str] = {}  # name bound by a `from` import the rewrite switches -> its module
 
     def visit_Import(self, node: cst.Import) -> None:
         for a in node.names:
@@ -59,33 +63,150 @@ class _ImportCollector(cst.CSTVisitor):
             if isinstance(a.name, cst.Name):
                 asname = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
                 self.aliases.add_from(mod, a.name.value, asname)
+                q = f"{mod}.{a.name.value}"
+                if _switched(q) is not None:
+                    self.from_tf_keras[asname or a.name.value] = q
 
 
 def _literal(value: object) -> cst.BaseExpression:
     return cst.parse_expression(repr(value))
 
 
+class _Chains(cst.CSTVisitor):
+    """Every maximal name chain (`keras.backend.shape`, `K`, `tf.keras.layers.Dense`) outside imports."""
+
+    def __init__(self) -> None:
+        self.chains: list[tuple[cst.BaseExpression, str, cst.Name]] = []  # (node, dotted, root Name)
+        self.calls: list[cst.Call] = []
+        self._inner: set[int] = set()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._inner.add(id(node.attr))
+        if id(node) in self._inner:
+            return
+        name = dotted_name(node)
+        if name is None:
+            return
+        inner: cst.BaseExpression = node
+        while isinstance(inner, cst.Attribute):
+            self._inner.add(id(inner.value))
+            inner = inner.value
+        assert isinstance(inner, cst.Name)
+        self.chains.append((node, name, inner))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) not in self._inner:
+            self.chains.append((node, node.value, node))
+
+
+def _switched(qname: str | None) -> str | None:
+    """The Keras 3 name a tf.keras / tf_keras qualified name is switched to by the rewrite, else None."""
+    if qname is None or qname.startswith("keras"):
+        return None
+    if qname in ("tensorflow.keras", "tensorflow.python.keras", "tf_keras"):
+        return "keras"
+    return keras_name(qname)
+
+
+def _fresh(taken: set[str], base: str = "tfk") -> str:
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}{i}", i + 1
+    return name
+
+
+_EQ = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+
+
+def _same_literal(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
 class FixCommand(VisitorBasedCodemodCommand):
     DESCRIPTION = "Rewrite Keras 2 / tf.* source to multi-backend Keras 3 (keras.ops)."
+    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, context: CodemodContext):
         super().__init__(context)
         self.changed = 0
         self.aliases = Aliases()
         self.tf_imports: list[tuple[str, str | None]] = []
+        self.kept: list[str] = []  # what the rewrite left on tf.keras because Keras 3 has no such name
+        self._verdicts: dict[int, Any] = {}
+        self._bad_roots: set[str] = set()  # import-bound names with a use Keras 3 does not have
+        self._keep_tf_keras: set[int] = set()  # `tf.keras` nodes whose chain Keras 3 does not have
+        self._rename: dict[int, str] = {}  # root Name node -> alias of the tf.keras import kept for it
+        self._tfk_alias: str | None = None
+        self._code_for_node = cst.Module([]).code_for_node
 
     def visit_Module(self, node: cst.Module) -> None:
         c = _ImportCollector()
         node.visit(c)
         self.aliases, self.tf_imports = c.aliases, c.tf_imports
+        self._code_for_node = node.code_for_node
+        chains = _Chains()
+        node.visit(chains)
+        rewritten = {id(call.func) for call in chains.calls if self._verdict(call) is not None}
+        from_tf_keras = set(c.from_tf_keras)
+        bad: list[tuple[cst.BaseExpression, str, cst.Name]] = []
+        for chain, name, root in chains.chains:
+            if id(chain) in rewritten:
+                continue
+            target = _switched(self.aliases.resolve(name))
+            if target is None or keras3api.exists(target):
+                continue
+            if self.aliases.resolve(root.value) == "tensorflow" and "." in name:
+                keep: cst.BaseExpression = chain
+                while isinstance(keep, cst.Attribute) and dotted_name(keep) != root.value + ".keras":
+                    keep = keep.value
+                self._keep_tf_keras.add(id(keep))
+            elif root.value in from_tf_keras:
+                self._bad_roots.add(root.value)
+            else:
+                continue  # `import tensorflow.keras...`: the rewrite does not switch those imports
+            bad.append((chain, target, root))
+        if "keras" in self._bad_roots and c.from_tf_keras.get("keras") == "tensorflow.keras":
+            # `from tensorflow import keras`: `keras` becomes Keras 3; the uses it lacks keep tf.keras under
+            # their own alias
+            self._tfk_alias = _fresh({n for _, n, _ in chains.chains} | set(self.aliases.names))
+            self._bad_roots.discard("keras")
+        for chain, target, root in bad:
+            if root.value == "keras" and self._tfk_alias:
+                self._rename[id(root)] = self._tfk_alias
+            pos = self.get_metadata(PositionProvider, chain)
+            self.kept.append(f"{pos.start.line}:{pos.start.column + 1}: K2T501 {target} does not exist in Keras 3: "
+                             "kept on tf.keras (rewrite it by hand)")
+
+    def _verdict(self, call: cst.Call) -> Any:
+        """The op-table verdict for a call the rewrite translates (None if it is left alone)."""
+        if id(call) in self._verdicts:
+            return self._verdicts[id(call)]
+        v = None
+        q = self.aliases.resolve(dotted_name(call.func))
+        if q is not None and keras_name(q) != LAMBDA:
+            v = classify_call(q, self._call_args(call))
+            if v is None or not v.fixable or v.target is None:
+                v = None
+        self._verdicts[id(call)] = v
+        return v
+
+    def _literal_value(self, node: cst.BaseExpression) -> Any:
+        try:
+            return ast.literal_eval(self._code_for_node(node).strip())
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return Expr(node)
 
     def _call_args(self, call: cst.Call) -> CallArgs:
-        def val(node: cst.BaseExpression) -> Any:
-            try:
-                return ast.literal_eval(self.module.code_for_node(node).strip())
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                return Expr(node)
-
+        val = self._literal_value
         star = any(a.star for a in call.args)
         return CallArgs(
             positional=[val(a.value) for a in call.args if a.keyword is None],
@@ -94,37 +215,78 @@ class FixCommand(VisitorBasedCodemodCommand):
             raw=[(a.keyword.value if a.keyword else None, a.value) for a in call.args],
         )
 
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        alias = self._rename.get(id(original))
+        return updated.with_changes(value=alias) if alias else updated
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value == "add_weight" and dotted_name(func.value) == "self":
             positional = [a for a in updated.args if a.keyword is None and not a.star]
             if positional and len(positional) <= len(ADD_WEIGHT_KERAS2) and not any(a.star for a in updated.args):
-                eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-                args = [a.with_changes(keyword=cst.Name(ADD_WEIGHT_KERAS2[i]), equal=eq) if i < len(positional)
+                args = [a.with_changes(keyword=cst.Name(ADD_WEIGHT_KERAS2[i]), equal=_EQ) if i < len(positional)
                         else a for i, a in enumerate(updated.args)]
                 self.changed += 1
                 return updated.with_changes(args=args)
-        q = self.aliases.resolve(dotted_name(original.func))
-        if q is None or keras_name(q) == LAMBDA:
+        v = self._verdict(original)
+        if v is None:
             return updated
-        v = classify_call(q, self._call_args(original))
-        if v is None or not v.fixable or v.target is None:
-            return updated
-        by_id = {id(o.value): u.value for o, u in zip(original.args, updated.args)}
-        args = []
-        for kw, val in v.args:
-            node = by_id.get(id(val.node), val.node) if isinstance(val, Expr) else _literal(val)
-            eq = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
-            args.append(cst.Arg(value=node) if kw is None else cst.Arg(value=node, keyword=cst.Name(kw), equal=eq))
         if v.target.startswith("k2to3."):  # a keras.ops composition k2to3 ships (k2to3.portable)
             AddImportsVisitor.add_needed_import(self.context, v.target.rsplit(".", 1)[0])
         else:
             AddImportsVisitor.add_needed_import(self.context, "keras")
         self.changed += 1
-        return updated.with_changes(func=_dotted(v.target), args=args)
+        return updated.with_changes(func=_dotted(v.target), args=self._args_in_place(original, updated, v))
+
+    def _args_in_place(self, original: cst.Call, updated: cst.Call, v: Any) -> list[cst.Arg]:
+        """The translated arguments written into the call's own layout: each argument keeps its node (and the
+        comments and line breaks around it) where it maps to one; positionals stay positional where Keras's
+        signature has the same parameter at that position; defaults equal to Keras's own are not written."""
+        values = {i: self._literal_value(a.value) for i, a in enumerate(original.args)}
+        used: set[int] = set()
+        keras_pos = keras3api.positional(v.target)
+        items: list[tuple[str | None, cst.Arg | None, Any, bool]] = []  # (keyword, source arg, literal, positional)
+        for kw, val in v.args:
+            src = None
+            for i, a in enumerate(original.args):
+                if i in used:
+                    continue
+                if (val.node is a.value) if isinstance(val, Expr) else _same_literal(val, values[i]):
+                    src = i
+                    break
+            if src is None and not isinstance(val, Expr) and kw is not None and keras_pos is not None \
+                    and _same_literal(keras3api.default(v.target, kw), val):
+                continue  # a default made explicit that Keras's own default already equals
+            j = len(items)
+            if src is not None:
+                used.add(src)
+                was_positional = original.args[src].keyword is None
+            else:  # a value the translation changed (split sizes): positional if the source argument there was
+                was_positional = j < len(original.args) and j not in used and original.args[j].keyword is None \
+                    and not isinstance(values[j], Expr)
+            items.append((kw, updated.args[src] if src is not None else None, val, was_positional))
+        out: list[cst.Arg] = []
+        positional = True
+        for j, (kw, arg, val, was_positional) in enumerate(items):
+            if kw is None:
+                keep_pos = True
+            elif keras_pos is None:
+                keep_pos = False
+            else:
+                keep_pos = was_positional and j < len(keras_pos) and keras_pos[j] == kw
+            positional = positional and keep_pos
+            node = arg.value if arg is not None else _literal(val)
+            if positional:
+                new = cst.Arg(value=node)
+            else:
+                equal = arg.equal if arg is not None and arg.keyword is not None else _EQ
+                new = cst.Arg(value=node, keyword=cst.Name(kw or ""), equal=equal)
+            out.append(new)
+        return _layout(original.args, out)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
-        if original.attr.value == "keras" and self.aliases.resolve(dotted_name(original.value)) == "tensorflow":
+        if original.attr.value == "keras" and self.aliases.resolve(dotted_name(original.value)) == "tensorflow" \
+                and id(original) not in self._keep_tf_keras:
             AddImportsVisitor.add_needed_import(self.context, "keras")
             self.changed += 1
             return cst.Name("keras")
@@ -136,25 +298,51 @@ class FixCommand(VisitorBasedCodemodCommand):
         mod = _module_name(updated.module)
         new = keras_name(mod + ".")
         if new is not None and not mod.startswith("keras"):
-            self.changed += 1
             target = new.rstrip(".")
+            move, keep = [], []
             for a in updated.names:
+                local = _local(a)
+                ok = keras3api.exists(f"{target}.{_module_name(a.name)}") and local not in self._bad_roots
+                (move if ok else keep).append(a)
+            for a in keep:
+                pos = self.get_metadata(PositionProvider, original)
+                name = f"{target}.{_module_name(a.name)}"
+                why = "has a use Keras 3 lacks" if keras3api.exists(name) else "does not exist in Keras 3"
+                self.kept.append(f"{pos.start.line}:{pos.start.column + 1}: K2T501 {name} {why}: "
+                                 "import kept on tf.keras")
+            if not move:
+                return updated
+            self.changed += 1
+            for a in move:
                 if isinstance(a.name, cst.Name) and a.name.value == "backend":
-                    asname = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
-                    RemoveImportsVisitor.remove_unused_import(self.context, target, "backend", asname)
-            return updated.with_changes(module=_dotted(target))
+                    RemoveImportsVisitor.remove_unused_import(self.context, target, "backend", _local_as(a))
+            if not keep:
+                return updated.with_changes(module=_dotted(target))
+            # split: the names Keras 3 has move, the others stay on tf.keras
+            return self._split(updated, target, move, keep)
         if mod == "tensorflow":
             keep = [a for a in updated.names if not (isinstance(a.name, cst.Name) and a.name.value == "keras")]
             if len(keep) != len(updated.names):
-                self.changed += 1
                 k = next(a for a in updated.names if a not in keep)
-                asname = k.asname.name.value if k.asname and isinstance(k.asname.name, cst.Name) else None
+                asname = _local_as(k)
+                if (asname or "keras") in self._bad_roots:
+                    return updated  # a use Keras 3 lacks: the import stays as it is
+                self.changed += 1
                 AddImportsVisitor.add_needed_import(self.context, "keras", asname=asname)
+                if self._tfk_alias and asname is None:  # `keras` is Keras 3 now; tf.keras stays for what it lacks
+                    return updated.with_changes(names=[*keep, k.with_changes(
+                        asname=cst.AsName(name=cst.Name(self._tfk_alias)), comma=cst.MaybeSentinel.DEFAULT)])
                 if not keep:
                     return cst.RemoveFromParent()
-                keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-                return updated.with_changes(names=keep)
+                return updated.with_changes(names=_no_trailing_comma(keep))
         return updated
+
+    def _split(self, node: cst.ImportFrom, target: str, move: list[cst.ImportAlias],
+               keep: list[cst.ImportAlias]) -> cst.ImportFrom:
+        # The statement keeps the names Keras 3 lacks on tf.keras; the others are imported from keras.
+        for a in move:
+            AddImportsVisitor.add_needed_import(self.context, target, _module_name(a.name), _local_as(a))
+        return node.with_changes(names=_no_trailing_comma(keep))
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.changed:  # only imports this run made unused go; libcst checks every remaining use
@@ -163,11 +351,49 @@ class FixCommand(VisitorBasedCodemodCommand):
         return updated
 
 
-def fix_source(code: str, path: str = "<string>") -> tuple[str, int]:
-    """Returns (new code, number of rewrites)."""
+def _local_as(a: cst.ImportAlias) -> str | None:
+    return a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
+
+
+def _local(a: cst.ImportAlias) -> str:
+    return _local_as(a) or _module_name(a.name).split(".")[0]
+
+
+def _no_trailing_comma(names: list[cst.ImportAlias]) -> list[cst.ImportAlias]:
+    return [*names[:-1], names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+
+
+def _layout(old: Sequence[cst.Arg], new: list[cst.Arg]) -> list[cst.Arg]:
+    """Put `new` into the separators of `old` by position: the comma and whitespace (line breaks,
+    comments, a trailing comma) after argument j stay after argument j."""
+    if not new:
+        return new
+    seps = [a.comma for a in old[:-1] if isinstance(a.comma, cst.Comma)]
+    spare = seps[-1] if seps else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    out = []
+    for j, a in enumerate(new):
+        if j == len(new) - 1:
+            last = old[-1] if old else None
+            out.append(a.with_changes(comma=last.comma if last else cst.MaybeSentinel.DEFAULT,
+                                      whitespace_after_arg=last.whitespace_after_arg if last else
+                                      cst.SimpleWhitespace("")))
+        else:
+            ws = old[j].whitespace_after_arg if j < len(old) - 1 else cst.SimpleWhitespace("")
+            out.append(a.with_changes(comma=seps[j] if j < len(seps) else spare, whitespace_after_arg=ws))
+    return out
+
+
+def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
+    """Returns (new code, number of rewrites, what was kept on tf.keras as "line:col: message")."""
     if not RELEVANT.search(code):
-        return code, 0
+        return code, 0, []
     context = CodemodContext(filename=path, full_module_name=None)
     cmd = FixCommand(context)
     new = cmd.transform_module(cst.parse_module(code))
-    return new.code, cmd.changed
+    return new.code, cmd.changed, cmd.kept
+
+
+def fix_source(code: str, path: str = "<string>") -> tuple[str, int]:
+    """Returns (new code, number of rewrites)."""
+    new, n, _ = fix_module(code, path)
+    return new, n

@@ -71,12 +71,13 @@ class FixResult:
     changed: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (old, new)
     rewrites: int = 0
     errors: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # "path:line:col: K2T501 ..." uses left on tf.keras
 
 
 def fix_paths(paths: list[Path], cfg: Config) -> FixResult:
     import libcst as cst  # only fix needs libcst; lint reads with ast
 
-    from .fix import fix_source
+    from .fix import fix_module
 
     res = FixResult()
     for p in discover(paths, cfg):
@@ -92,10 +93,11 @@ def fix_paths(paths: list[Path], cfg: Config) -> FixResult:
             continue
         try:
             old = p.read_text()
-            new, n = fix_source(old, str(p))
+            new, n, kept = fix_module(old, str(p))
         except (cst.ParserSyntaxError, UnicodeDecodeError, RecursionError) as exc:
             res.errors.append(f"{p}: not fixed ({type(exc).__name__})")
             continue
+        res.kept += [f"{p}:{k}" for k in kept]
         if n and new != old:
             res.changed[str(p)] = (old, new)
             res.rewrites += n

@@ -1,0 +1,59 @@
+"""`k2to3 fix` diffs a reviewer accepts (before/after, pyupgrade style): the call keeps its layout and comments,
+positionals stay positional where keras.ops takes the same parameter at that position
+(rules/keras3_ops_signatures.json), and only defaults that differ from keras.ops's own are written."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from k2to3.source.fix import fix_source
+
+CASES = [
+    # layout and comments: a multi-line call stays multi-line, comments and the trailing comma stay
+    ("tf.where(\n    cond,  # mask\n    x,\n    y,\n)", "keras.ops.where(\n    cond,  # mask\n    x,\n    y,\n)"),
+    ("tf.reduce_sum(\n    x,\n    axis=1,\n    name='s',\n)", "keras.ops.sum(\n    x,\n    axis=1,\n)"),
+    ("K.concatenate(\n    [a, b]  # two\n)", "keras.ops.concatenate(\n    [a, b], axis=-1  # two\n)"),
+    ("tf.reduce_sum(x,   1)", "keras.ops.sum(x,   1)"),
+    # positionals where both signatures agree
+    ("tf.math.greater(labels, cutoff)", "keras.ops.greater(labels, cutoff)"),
+    ("tf.concat([a, b], -1)", "keras.ops.concatenate([a, b], -1)"),
+    ("tf.clip_by_value(x, 0.0, 1.0)", "keras.ops.clip(x, 0.0, 1.0)"),
+    ("tf.reduce_max(x, [1, 2], True)", "keras.ops.max(x, [1, 2], True)"),
+    ("tf.split(x, 2, 1)", "keras.ops.split(x, 2, 1)"),
+    ("tf.pad(x, [[0, 1]], 'REFLECT')", "keras.ops.pad(x, [[0, 1]], 'reflect')"),  # value translated, same place
+    ("tf.split(x, [2, 4], 1)", "keras.ops.split(x, [2], 1)"),
+    # keywords stay keywords (renamed where the names differ); name= is dropped
+    ("tf.reduce_mean(input_tensor=x, axis=1)", "keras.ops.mean(x, axis=1)"),
+    ("tf.reduce_mean(x, axis=1, keepdims=True)", "keras.ops.mean(x, axis=1, keepdims=True)"),
+    ("tf.reduce_sum(x, 1, name='s')", "keras.ops.sum(x, 1)"),
+    ("tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)", "keras.ops.normalize(x, axis=-1, epsilon=1e-06)"),
+    # defaults: only those that differ from keras.ops's
+    ("tf.reduce_sum(x)", "keras.ops.sum(x)"),
+    ("tf.nn.gelu(x)", "keras.ops.gelu(x, approximate=False)"),
+    ("K.argmax(x)", "keras.ops.argmax(x, axis=-1)"),
+    ("K.sum(x, keepdims=False)", "keras.ops.sum(x, keepdims=False)"),  # the author's explicit value stays
+]
+
+
+@pytest.mark.parametrize("before,after", CASES)
+def test_fix_layout(before, after):
+    src = f"import tensorflow as tf\nfrom tensorflow.keras import backend as K\ny = {before}\nz = K.shape(y)\n"
+    out, n = fix_source(src)
+    assert n >= 1
+    assert out.split("y = ", 1)[1].split("\nz = ")[0] == after
+    ast.parse(out)
+    assert fix_source(out) == (out, 0)
+
+
+def test_op_table_first_argument_is_keras_first_positional():
+    """fix writes the first argument positionally: it must be keras.ops's first positional parameter."""
+    from k2to3 import ops
+    from k2to3.source.keras3api import exists, positional
+
+    for e in ops.table():
+        if e.keras.startswith("k2to3."):
+            continue
+        assert exists("keras.ops." + e.keras), e.name
+        assert (positional("keras.ops." + e.keras) or ("",))[0] == e.first, e.name
