@@ -186,7 +186,8 @@ def test_tf_side_transforms():
     assert tr("compat.v1.gather", "i", None, "n", 1) == ("take", {"x": "x", "indices": "i", "axis": 1})
     assert tr("gather", "i") == ("take", {"x": "x", "indices": "i", "axis": 0})
     assert ops.check("gather", {"indices": "i", "batch_dims": 1})
-    assert tr("norm")[1] == {"x": "x", "keepdims": False} and tr("norm", 1, -1)[1]["ord"] == 1
+    assert tr("norm")[1] == {"x": "x", "keepdims": False} and tr("norm", 1, -1)[1] == {"x": "x", "ord": 1,
+                                                                                       "axis": (-1,), "keepdims": False}
     assert ops.check("norm", {"ord": 1}) and ops.check("norm", {"ord": "fro", "axis": [1, 2]})
     assert ops.check("repeat", {"repeats": [1, 2]}) and not ops.check("repeat", {"repeats": 2})
     assert ops.check("sort", {"direction": "DESCENDING"}) and ops.check("one_hot", {"depth": 3, "on_value": 2.0})

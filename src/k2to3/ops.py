@@ -234,11 +234,13 @@ def _data_format(kw: dict[str, Any]) -> None:
 def _norm_ord(kw: dict[str, Any]) -> None:
     # TF's "euclidean" is keras' default (None): the 2-norm of the flattened axes, Frobenius over two axes.
     _axes_tuple(kw)
+    if isinstance(kw.get("axis"), int):  # keras' Norm keeps an int axis as a list, which jax cannot hash
+        kw["axis"] = (kw["axis"],)
     order = kw.pop("ord", "euclidean")
     if order in ("euclidean", None):
         return
     axis = kw.get("axis")
-    if order == "fro" or isinstance(axis, tuple) or axis is None:
+    if order == "fro" or not isinstance(axis, tuple) or len(axis) != 1:
         raise Untranslatable(f"norm ord={order!r} over several axes differs between TF and keras.ops")
     kw["ord"] = order
 

@@ -245,3 +245,8 @@ def matmul(x1, x2, transpose_a=False, transpose_b=False, adjoint_a=False, adjoin
         return x
 
     return ops.matmul(prep(x1, transpose_a, adjoint_a), prep(x2, transpose_b, adjoint_b))
+
+
+def squared_difference(x1, x2):
+    """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
+    return ops.square(ops.subtract(x1, x2))
