@@ -8,6 +8,13 @@ tests/.cache/real_code (fetch them with `pip download --no-deps --no-binary :all
 keras-tcn keras-self-attention ...`; nothing downloaded is committed).
 
 Usage: python bench/op_coverage.py [--cache DIR] [--top N] [--no-tf-keras]
+
+Measured 2026-12-01 (branch opcov, loaded 2-core machine), --no-tf-keras on tests/fixtures/src and the sdists of
+efficientnet 1.1.1, image-classifiers 1.0.0, keras-bert 0.89.0, keras-embed-sim 0.10.0, keras-layer-normalization
+0.16.0, keras-multi-head 0.29.0, keras-pos-embd 0.13.0, keras-position-wise-feed-forward 0.8.0, keras-resnet
+0.2.0, keras-retinanet 1.0.0, keras-self-attention 0.51.0, keras-transformer 0.40.0, keras-tcn 3.5.7,
+keras-vggface 0.6, segmentation-models 1.0.1 (245 files, 26,059 lines): 520 tf.*/K.* call sites, 412 with a
+keras.ops expression, 408 of them fixed (99.0%); 108 files rewritten, all parse, none changed by a second fix.
 """
 
 from __future__ import annotations
