@@ -15,6 +15,9 @@ efficientnet 1.1.1, image-classifiers 1.0.0, keras-bert 0.89.0, keras-embed-sim 
 0.2.0, keras-retinanet 1.0.0, keras-self-attention 0.51.0, keras-transformer 0.40.0, keras-tcn 3.5.7,
 keras-vggface 0.6, segmentation-models 1.0.1 (245 files, 26,059 lines): 520 tf.*/K.* call sites, 412 with a
 keras.ops expression, 408 of them fixed (99.0%); 108 files rewritten, all parse, none changed by a second fix.
+With the installed tf_keras tree too (831 files, 191,676 lines; 21 min): 4,944 call sites (778 of them
+tf_export.keras_export decorators, 460 tf.nest.*), 2,333 with a keras.ops expression, 2,282 fixed (97.8%);
+636 files rewritten, all parse, none changed by a second fix.
 """
 
 from __future__ import annotations
