@@ -52,28 +52,39 @@ def run_case(entry, case, seed):
     positive = case.get("positive", False)
     dtype = case.get("dtype", "float32")
     high, scale = case.get("high", 2), case.get("scale", 1.0)
-    if "xs" in case:
+    static = "value" in case  # a static first argument (a shape, a range start), not a tensor
+    if static:
+        first = case["value"]
+    elif "xs" in case:
         first = [_arr(rng, s, dtype, positive, high, scale) for s in case["xs"]]
     else:
         first = _arr(rng, case["x"], dtype, positive, high, scale)
+        if "plus_eye" in case:  # well-conditioned square matrices (inv, solve)
+            first = first + np.float32(case["plus_eye"]) * np.eye(first.shape[-1], dtype="float32")
+        if case.get("spd"):  # symmetric positive definite (cholesky)
+            first = first @ np.swapaxes(first, -1, -2) + np.eye(first.shape[-1], dtype="float32")
     tensors = {k: _arr(rng, s, "float32", positive, high, scale) for k, s in case.get("tensors", {}).items()}
     tensors.update({k: _arr(rng, s, "int32", high=high) for k, s in case.get("ints", {}).items()})
+    tensors.update({k: _arr(rng, s, "bool") for k, s in case.get("bools", {}).items()})
+    tensors.update({k: np.sort(_arr(rng, s, "int32", high=high)) for k, s in case.get("sorted_ids", {}).items()})
     kwargs = {**case.get("kwargs", {}), **tensors}
-    tf_first = [tf.constant(a) for a in first] if isinstance(first, list) else tf.constant(first)
+    as_list = isinstance(first, list) and not static
+    tf_first = first if static else [tf.constant(a) for a in first] if as_list else tf.constant(first)
     tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
     args = list(case.get("args", []))
     ref = reference(entry)(tf_first, *args, **tf_kwargs)
-    k_first = [keras.ops.convert_to_tensor(a) for a in first] if isinstance(first, list) else \
+    k_first = first if static else [keras.ops.convert_to_tensor(a) for a in first] if as_list else \
         keras.ops.convert_to_tensor(first)
     k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
     k_first, k_kwargs = table.positional_to_keywords(entry, [k_first, *args], k_kwargs)
-    if entry.keras.startswith("k2to3."):
+    name, call_kwargs = table.call_target(entry, table.translate(entry, k_first, k_kwargs))
+    if name.startswith("k2to3."):
         import k2to3.portable
 
-        target = _resolve(k2to3.portable, entry.keras.split(".", 2)[2])
+        target = _resolve(k2to3.portable, name.split(".", 2)[2])
     else:
-        target = _resolve(keras.ops, entry.keras)
-    got = target(**table.translate(entry, k_first, k_kwargs))
+        target = _resolve(keras.ops, name)
+    got = target(**call_kwargs)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     gots = [np.asarray(keras.ops.convert_to_numpy(g)) for g in (got if isinstance(got, (list, tuple)) else [got])]
     if len(refs) != len(gots):

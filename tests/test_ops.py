@@ -153,3 +153,66 @@ def test_ops_doc_is_current():
     from k2to3.opsdoc import render
 
     assert (ROOT / "docs" / "ops.md").read_text() == render(), "run: python -m k2to3.opsdoc > docs/ops.md"
+
+
+def test_canonical_tf_names_from_the_export_table():
+    """rules/tf_names.tsv (rules/make_tf_names.py): aliases, compat.v1/v2 names and module paths resolve to the
+    name TFOpLambda stores; TF1 variants with another positional order keep their own name."""
+    c = ops.canonical_tf_name
+    assert c("compat.v2.reverse") == "reverse" and c("compat.v1.math.log1p") == "math.log1p"
+    assert c("python.ops.math_ops.rsqrt") == "math.rsqrt" and c("reduce_mean") == "math.reduce_mean"
+    assert c("compat.v1.reduce_mean") == "math.reduce_mean"  # TF1 variant with TF2's leading parameters
+    assert c("compat.v1.gather") == "compat.v1.gather"  # name before axis: its own entry
+    assert c("python.ops.array_ops.gather") == "compat.v1.gather"  # array_ops.gather is the TF1 function
+    assert c("compat.v1.where") == "compat.v1.where"  # no broadcasting in TF1: not tf.where
+    assert c("not.a.tf.name") == "not.a.tf.name"
+    assert ops.lookup("compat.v2.linalg.matmul") is ops.lookup("matmul")
+    for e in ops.table():  # table names are canonical, or aliases of the entry's own canonical name
+        for n in e.tf:
+            assert ops.lookup(n) is e and ops.lookup(c(n)) is e, n
+
+
+def test_tf_side_transforms():
+    def tr(name, *args, **kwargs):
+        e = ops.lookup(name)
+        return ops.call_target(e, ops.translate(e, *ops.positional_to_keywords(e, ["x", *args], kwargs)))
+
+    assert tr("matmul", "b") == ("matmul", {"x1": "x", "x2": "b"})
+    assert tr("matmul", "b", False, False) == ("matmul", {"x1": "x", "x2": "b"})
+    assert tr("linalg.matmul", "b", transpose_b=True) == ("k2to3.portable.matmul",
+                                                          {"x1": "x", "x2": "b", "transpose_b": True})
+    assert ops.check("linalg.matmul", {"b": "b", "a_is_sparse": True})
+    assert tr("reverse", [1, 2]) == ("flip", {"x": "x", "axis": (1, 2)})
+    assert tr("compat.v1.gather", "i", None, "n", 1) == ("take", {"x": "x", "indices": "i", "axis": 1})
+    assert tr("gather", "i") == ("take", {"x": "x", "indices": "i", "axis": 0})
+    assert ops.check("gather", {"indices": "i", "batch_dims": 1})
+    assert tr("norm")[1] == {"x": "x", "keepdims": False} and tr("norm", 1, -1)[1] == {"x": "x", "ord": 1,
+                                                                                       "axis": (-1,), "keepdims": False}
+    assert ops.check("norm", {"ord": 1}) and ops.check("norm", {"ord": "fro", "axis": [1, 2]})
+    assert ops.check("repeat", {"repeats": [1, 2]}) and not ops.check("repeat", {"repeats": 2})
+    assert ops.check("sort", {"direction": "DESCENDING"}) and ops.check("one_hot", {"depth": 3, "on_value": 2.0})
+    assert tr("range", 5) == ("arange", {"start": "x", "stop": 5})
+
+
+def test_tf_side_in_source(tmp_path):
+    from k2to3.source.classify import CallArgs, classify_call
+
+    def verdict(qname, *args, **kwargs):
+        return classify_call(qname, CallArgs(list(args), kwargs))
+
+    assert verdict("tensorflow.compat.v2.stop_gradient", "x").target == "keras.ops.stop_gradient"
+    assert verdict("tensorflow.python.ops.math_ops.rsqrt", "x").target == "keras.ops.rsqrt"
+    assert verdict("tensorflow.compat.v1.gather", "x", "i").target == "keras.ops.take"
+    assert verdict("tensorflow.reverse", "x", [1]).target == "keras.ops.flip"
+    v = verdict("tensorflow.linalg.matmul", "a", "b", transpose_b=True)
+    assert not v.fixable and "transpose_b=" in v.message and "swapaxes" in v.message
+    assert verdict("tensorflow.compat.v2.keras.backend.clip", "x").code.startswith("K2T2")  # a K function
+
+
+def test_keras_ops_coverage_is_documented():
+    from k2to3.opsdoc import coverage
+
+    covered, missing = coverage()
+    assert len(covered) >= 120 and {"take", "arange", "repeat", "norm", "flip", "log1p", "top_k"} <= set(covered)
+    assert dict(missing)["einsum"].startswith("tf.einsum's operands are positional")
+    assert not set(covered) & {n for n, _ in missing}

@@ -110,3 +110,26 @@ def test_tf_only_model_converts_for_tensorflow(pool, tmp_path):
     assert report["backends"]["torch"]["status"] == report["backends"]["jax"]["status"] == "skipped"
     assert "tf.math.cumsum" in report["backends"]["jax"]["reason"]
     assert "import k2to3.portable" in report["output"]["load"]
+
+
+def test_everyday_ops_convert_with_parity_on_all_backends(pool, tmp_path):
+    """tf.reverse, tf.math.log1p, tf.compat.v1.gather and tf.linalg.matmul(transpose_b=True) made a model
+    tensorflow-only; they now translate to keras.ops (matmul's flag through keras.ops.swapaxes)."""
+    assert _functions(H5 / "tfop_everyday.h5") == {"reverse", "math.log1p", "compat.v1.gather", "linalg.matmul",
+                                                    "concat", "math.abs"}
+    report = convert(Options(src=H5 / "tfop_everyday.h5", out=tmp_path / "m.keras"), pool=pool)
+    record("tfop_everyday", report)
+    check_parity(report)
+    assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
+    assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+
+
+def test_zoo2_new_table_entries_convert_with_parity(pool, tmp_path):
+    """Every TF-side entry tf_keras can serialize as a TFOpLambda, in one small model."""
+    functions = _functions(H5 / "tfop_zoo2.h5")
+    assert len(functions) >= 50, sorted(functions)
+    report = convert(Options(src=H5 / "tfop_zoo2.h5", out=tmp_path / "z.keras"), pool=pool)
+    record("tfop_zoo2", report)
+    check_parity(report)
+    assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
+    assert not [f for f in report["findings"] if f["code"] == "K2T904" and f["severity"] != "info"]

@@ -34,6 +34,8 @@ class OpEntry:
     defaults: dict[str, Any] = field(default_factory=dict)
     needs: tuple[str, ...] = ()
     transform: str | None = None
+    compose: str | None = None  # a k2to3.portable composition used instead of `keras` when a compose_args is true
+    compose_args: tuple[str, ...] = ()
     safety: str = "safe"
     notes: str = ""
     cases: tuple[dict[str, Any], ...] = ()
@@ -50,7 +52,7 @@ class OpEntry:
         return "tf." + self.tf[0] if self.tf else "K." + self.k[0]
 
 
-TUPLE_FIELDS = ("tf", "k", "params", "drop", "require_none", "needs", "cases", "known_failures")
+TUPLE_FIELDS = ("tf", "k", "params", "compose_args", "drop", "require_none", "needs", "cases", "known_failures")
 
 
 @cache
@@ -111,8 +113,33 @@ def by_backend_name() -> dict[str, OpEntry]:
     return _index("k", "K.")
 
 
+@cache
+def tf_aliases() -> dict[str, str]:
+    """rules/tf_names.tsv (generated from TensorFlow's export table by rules/make_tf_names.py): every other
+    name of a TF function (tf_export aliases, tf.compat.v1 names, tensorflow.python.ops module paths) -> its
+    canonical name, the one TFOpLambda stores."""
+    out: dict[str, str] = {}
+    with open(rules_dir() / "tf_names.tsv", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("#") or not line.strip():
+                continue
+            alias, canon, _ = line.rstrip("\n").split("\t")
+            out[alias] = canon
+    return out
+
+
+def canonical_tf_name(name: str) -> str:
+    """A TF function's name without "tf." (compat.v2.reverse, compat.v1.math.log1p, python.ops.math_ops.rsqrt)
+    -> its canonical name (reverse, math.log1p, math.rsqrt); unknown names are returned unchanged."""
+    if name.startswith("compat.v2."):
+        name = name[len("compat.v2."):]
+    return tf_aliases().get(name, name)
+
+
 def lookup(function: str) -> OpEntry:
-    e = by_tf_name().get(function)
+    """TF function name (any alias) -> its table entry."""
+    table_ = by_tf_name()
+    e = table_.get(function) or table_.get(canonical_tf_name(function))
     if e is None:
         raise Untranslatable(f"tf.{function} has no entry in rules/ops.toml")
     return e
@@ -204,7 +231,33 @@ def _data_format(kw: dict[str, Any]) -> None:
         raise Untranslatable(f"data_format {fmt!r}")
 
 
-TRANSFORMS = {"pad_mode": _pad_mode, "split_sizes": _split_sizes, "resize_method": _resize_method,
+def _norm_ord(kw: dict[str, Any]) -> None:
+    # TF's "euclidean" is keras' default (None): the 2-norm of the flattened axes, Frobenius over two axes.
+    _axes_tuple(kw)
+    if isinstance(kw.get("axis"), int):  # keras' Norm keeps an int axis as a list, which jax cannot hash
+        kw["axis"] = (kw["axis"],)
+    order = kw.pop("ord", "euclidean")
+    if order in ("euclidean", None):
+        return
+    axis = kw.get("axis")
+    if order == "fro" or not isinstance(axis, tuple) or len(axis) != 1:
+        raise Untranslatable(f"norm ord={order!r} over several axes differs between TF and keras.ops")
+    kw["ord"] = order
+
+
+def _axes_tuple(kw: dict[str, Any]) -> None:
+    # tf.reverse takes a list of axes; keras.ops.flip an int or a tuple (jax rejects lists).
+    if isinstance(kw.get("axis"), list):
+        kw["axis"] = tuple(kw["axis"])
+
+
+def _repeats_int(kw: dict[str, Any]) -> None:
+    if isinstance(kw.get("repeats"), (list, tuple)):
+        raise Untranslatable("repeat with a list of repeats (keras.ops.repeat takes one count or a tensor)")
+
+
+TRANSFORMS = {"repeats_int": _repeats_int, "norm_ord": _norm_ord, "axes_tuple": _axes_tuple, "pad_mode": _pad_mode,
+              "split_sizes": _split_sizes, "resize_method": _resize_method,
               "data_format": _data_format, "sqrt_epsilon": _sqrt_epsilon, "k_clip": _k_clip}
 
 
@@ -231,6 +284,17 @@ def translate(entry: OpEntry, first: Any, kwargs: dict[str, Any]) -> dict[str, A
     if entry.transform:
         TRANSFORMS[entry.transform](out)
     return out
+
+
+def call_target(entry: OpEntry, out: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The function a translated call uses (dotted: "matmul", "image.resize", "k2to3.portable.matmul") and its
+    keyword arguments: the entry's `compose` when one of its compose_args is true (tf.matmul(transpose_b=True)),
+    else its keras.ops function without the compose_args."""
+    kw = dict(out)
+    flags = {k: kw.pop(k) for k in entry.compose_args if k in kw}
+    if entry.compose and any(v is not False and v is not None for v in flags.values()):
+        return entry.compose, {**kw, **flags}
+    return entry.keras, kw
 
 
 def slice_index(spec: list[Any]) -> tuple[Any, ...]:

@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from .ops import OpEntry, config_aliases, table
+from .ops import OpEntry, _raw, config_aliases, table
+from .rules import rules_dir
+
+
+def keras_ops_names() -> list[str]:
+    """rules/keras_ops.txt (rules/make_keras_ops.py): keras.ops' public functions."""
+    lines = (rules_dir() / "keras_ops.txt").read_text(encoding="utf-8").splitlines()
+    return [n for n in lines if n and not n.startswith("#")]
+
+
+def coverage() -> tuple[list[str], list[tuple[str, str]]]:
+    """keras.ops functions with a TF entry, and those without (with the reason from rules/ops.toml)."""
+    covered = {e.keras for e in table() if e.tf} | {e.compose.split(".")[-1] for e in table() if e.tf and e.compose}
+    reasons = {n["keras"]: n["reason"] for n in _raw().get("no_tf", [])}
+    names = keras_ops_names()
+    return ([n for n in names if n in covered],
+            [(n, reasons.get(n, "no entry yet")) for n in names if n not in covered])
 
 
 def _row(e: OpEntry) -> str:
@@ -20,6 +36,21 @@ def _row(e: OpEntry) -> str:
         notes = f"transform `{e.transform}`. {notes}".strip()
     return (f"| {names} | ({params}) | `{e.keras}` (first arg `{e.first}`) | {args} | {defaults} | {e.safety} "
             f"| {notes} |\n")
+
+
+def _coverage() -> list[str]:
+    covered, missing = coverage()
+    total = len(covered) + len(missing)
+    out = ["\n## Coverage of keras.ops by TF entries\n\n",
+           f"{len(covered)} of keras.ops' {total} public functions (`rules/keras_ops.txt`, from "
+           "`rules/make_keras_ops.py`) are the target of a TensorFlow entry. TensorFlow names reach the table "
+           "through `rules/tf_names.tsv` (generated from TensorFlow's export table by `rules/make_tf_names.py`): "
+           "`tf.compat.v1.*` / `tf.compat.v2.*` aliases and `tensorflow.python.ops.*` module paths resolve to the "
+           "canonical name TFOpLambda stores.\n\n",
+           "Without a TF entry (reasons from the `[[no_tf]]` lines of `rules/ops.toml`):\n\n",
+           "| keras.ops | why |\n|---|---|\n"]
+    out += [f"| `{n}` | {why} |\n" for n, why in missing]
+    return out
 
 
 def render() -> str:
@@ -43,6 +74,7 @@ def render() -> str:
         "## TensorFlow functions (names as TFOpLambda stores them)\n\n",
         head,
         *map(_row, tf_rows),
+        *_coverage(),
         "\n## keras.backend (`K.*`) functions\n\n",
         "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). The `K.*` functions without an entry, because\n"
         "their semantics differ from every keras.ops call, are listed with the reason at the start of the `K.*`\n"

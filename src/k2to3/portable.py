@@ -230,3 +230,23 @@ class TFOpLayer(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "function": self.function, "template": self.call_template}
+
+
+def matmul(x1, x2, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False):
+    """tf.linalg.matmul's transpose/adjoint flags in keras.ops (keras.ops.matmul has none): swap the last two
+    axes (and conjugate for the adjoint) before multiplying. Built from keras.ops only, so a converted model
+    holds built-in nodes and needs no k2to3 import."""
+
+    def prep(x, transpose, adjoint):
+        if transpose or adjoint:
+            x = ops.swapaxes(x, -1, -2)
+        if adjoint and "complex" in str(x.dtype):
+            x = ops.conj(x)
+        return x
+
+    return ops.matmul(prep(x1, transpose_a, adjoint_a), prep(x2, transpose_b, adjoint_b))
+
+
+def squared_difference(x1, x2):
+    """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
+    return ops.square(ops.subtract(x1, x2))

@@ -133,14 +133,15 @@ class GraphBuilder:
                 out = first[index]
             else:
                 entry = op_table.lookup(fn)
+                name, call_kwargs = op_table.call_target(entry, op_table.translate(entry, first, kwargs))
                 target: Any = keras.ops
-                parts = entry.keras.split(".")
+                parts = name.split(".")
                 if parts[0] == "k2to3":  # a keras.ops composition k2to3 ships (k2to3.portable)
                     from . import portable as target
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
-                out = target(**op_table.translate(entry, first, kwargs))
+                out = target(**call_kwargs)
         except op_table.Untranslatable as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
         except Exception as exc:

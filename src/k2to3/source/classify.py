@@ -9,7 +9,8 @@ from typing import Any
 from .. import ops
 
 TF = "tensorflow."
-TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tf_keras.")
+TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tensorflow.compat.v1.keras.",
+            "tensorflow.compat.v2.keras.", "tf_keras.src.", "tf_keras.")
 BACKEND = "keras.backend."
 LAMBDA = "keras.layers.Lambda"
 TF1_ONLY = {"Session", "InteractiveSession", "placeholder", "get_default_graph", "global_variables_initializer",
@@ -27,7 +28,8 @@ TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "
 ADD_WEIGHT_KERAS2 = ("name", "shape", "dtype", "initializer", "regularizer", "trainable", "constraint")
 # Transforms that need the argument's value, not just its expression.
 TRANSFORM_KEYS = {"split_sizes": ("indices_or_sections",), "pad_mode": ("mode", "constant_values"),
-                  "resize_method": ("interpolation",), "data_format": ("data_format",)}
+                  "resize_method": ("interpolation",), "data_format": ("data_format",),
+                  "norm_ord": ("ord",)}
 
 
 def keras_name(qname: str) -> str | None:
@@ -76,9 +78,8 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
         return None
     name = qname[len(TF):]
     table = ops.by_tf_name()
-    for prefix in ("compat.v1.", "compat.v2."):  # tf.compat.v1.reduce_mean is tf.reduce_mean
-        if name.startswith(prefix) and name not in table and name[len(prefix):] in table:
-            name = name[len(prefix):]
+    if name not in table:  # tf.compat.v2.x, tf.python.ops.math_ops.x, tf.compat.v1 aliases: the canonical name
+        name = ops.canonical_tf_name(name)
     last = name.split(".")[-1]
     if name in TF1_ONLY or (name.startswith("compat.v1.") and (last in TF1_ONLY or name not in table)):
         return Verdict("K2T204", f"tf.{name} is a TensorFlow 1 graph API")
@@ -113,10 +114,14 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
             src = next((k for k, v in entry.args.items() if v == key), key)
             if isinstance(kwargs.get(src), Expr):
                 raise ops.Untranslatable(f"{src}= is not a literal, so its translation cannot be checked")
-        out = ops.translate(entry, first, kwargs)
+        name, out = ops.call_target(entry, ops.translate(entry, first, kwargs))
+        if name == entry.compose:  # source is not rewritten to depend on k2to3
+            flags = ", ".join(f"{k}=" for k in entry.compose_args if k in out)
+            raise ops.Untranslatable(f"keras.ops.{entry.keras} has no {flags} argument; write it with "
+                                     f"keras.ops.swapaxes (as {entry.compose} does)")
     except ops.Untranslatable as exc:
         return Verdict(bad, f"{shown}: {exc}")
-    target = entry.keras if entry.keras.startswith("k2to3.") else "keras.ops." + entry.keras
+    target = name if name.startswith("k2to3.") else "keras.ops." + name
     args: list[tuple[str | None, Any]] = [(None, out.pop(entry.first))]
     order = [*entry.params[1:len(positional)], *keywords]
     for k in order:  # the caller's arguments in their order, then the defaults made explicit
