@@ -333,6 +333,8 @@ def flips_for_negative_steps(index: tuple[Any, ...], rank: int) -> tuple[list[in
 
 def check(function: str, kwargs: dict[str, Any]) -> str | None:
     """Static check (no tensors): None if translatable, else the reason."""
+    if not isinstance(function, str):  # an untrusted config: the op name must be a string
+        return f"op function {str(function)[:40]!r} is not a name"
     if function == GETITEM:
         return None
     try:

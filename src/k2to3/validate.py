@@ -120,6 +120,10 @@ def _model(where: str, cls: str, cfg: dict[str, Any], depth: int, out: list[str]
                 out.append(f"{where}.layers[{i}] ({name}).inbound_nodes is a {_type(nodes)}, not an array")
                 continue
             graph[name] = [r for node in nodes for r in _history_names(node)]
+            refs = [r for node in nodes if isinstance(node, list)
+                    for r in ([node] if node and isinstance(node[0], str) else node)]
+            if any(isinstance(r, list) and len(r) == 4 and not isinstance(r[3], dict) for r in refs):
+                out.append(f"{where}.layers[{i}] ({name}).inbound_nodes: call arguments (4th item) are not an object")
     if not functional:
         return
     for name, refs in graph.items():
