@@ -180,6 +180,7 @@ SRC_CASES = [  # (fixture, --src, expected reference)
     ("lambda_activation.h5", f"{ZOO}", "the --src definitions as written"),
     ("custom.h5", f"{ZOO}", "the --src definitions as written"),
     ("lambda_custom_objects.h5", f"{SRC / 'lrelu_model.py'}", "the --src definitions as written"),
+    ("k_attention.h5", f"{SRC / 'k_attention.py'}", "the --src definitions as written"),
     ("weights_only.h5", f"{ZOO}:build_weights_only", "the --src build function"),
     ("archive.keras", None, "the file re-saved as HDF5 by tf_keras"),
     ("savedmodel", None, "the file re-saved as HDF5 by tf_keras"),
@@ -404,3 +405,15 @@ def test_custom_objects_mapping_links_lambda_activations(tmp_path):
             assert [f.code for f in res.errors] == ["K2T903", "K2T903"], call
         else:
             assert not res.errors and set(res.activations.values()) == {"lrelu"}, call
+
+
+def test_custom_layer_in_k_calls_is_rewritten_to_portable_keras3():
+    """K.int_shape / K.constant / K.cast_to_floatx / K.batch_dot / K.bias_add used to stop the conversion
+    (K2T203/K2T204): each is now a keras.ops call or a k2to3.portable helper, so the module imports k2to3."""
+    res = _resolve("k_attention.h5", SRC / "k_attention.py")
+    assert not res.errors, [f.line() for f in res.errors]
+    k3 = res.k3_code
+    assert "import k2to3.portable" in k3 and "K." not in k3 and "tensorflow" not in k3
+    for helper in ("int_shape", "constant", "cast_to_floatx", "batch_dot", "bias_add"):
+        assert f"k2to3.portable.{helper}(" in k3, helper
+    assert "keras.ops.tensordot(" in k3 and "keras.ops.softmax(" in k3

@@ -265,12 +265,14 @@ def dtype(x):
 
 
 def cast_to_floatx(x):
-    """K.cast_to_floatx: a tensor is cast to floatx; anything else becomes a numpy array of floatx."""
+    """K.cast_to_floatx: a tensor is cast to floatx; anything else becomes a numpy array of floatx (a numpy scalar
+    for a number)."""
     if _is_tensor(x):
         return ops.cast(x, keras.config.floatx())
     import numpy as np
 
-    return np.asarray(x, dtype=keras.config.floatx())
+    out = np.asarray(x, dtype=keras.config.floatx())
+    return out[()] if out.ndim == 0 else out  # a numpy scalar: a torch tensor divides by it, not by a 0-d array
 
 
 def constant(value, dtype=None, shape=None, name=None):
@@ -326,13 +328,21 @@ def batch_dot(x, y, axes=None):
     x = ops.moveaxis(x, a0, -1)  # (batch, x's other axes..., k)
     y = ops.moveaxis(y, a1, 1)  # (batch, k, y's other axes...)
     x_mid, y_trail = tuple(x.shape[1:-1]), tuple(y.shape[2:])
-    if None in x_mid + y_trail:  # symbolic sizes: read them at run time
-        xs, ys = ops.shape(x), ops.shape(y)
-        x_mid, y_trail = tuple(xs[1:-1]), tuple(ys[2:])
-    batch = ops.shape(x)[0]
-    x3 = ops.reshape(x, (batch, -1, ops.shape(x)[-1]))
-    y3 = ops.reshape(y, (batch, ops.shape(y)[1], -1))
-    result = ops.reshape(ops.matmul(x3, y3), (batch, *x_mid, *y_trail))
+    k = x.shape[-1] if x.shape[-1] is not None else y.shape[1]
+    if None not in (*x_mid, *y_trail, k):  # static sizes (a symbolic batch, as when Keras 3 builds, is -1)
+        import numpy as np
+
+        x3 = ops.reshape(x, (-1, int(np.prod(x_mid)), k))
+        y3 = ops.reshape(y, (-1, k, int(np.prod(y_trail))))
+        return _batch_dot_squeeze(ops.reshape(ops.matmul(x3, y3), (-1, *x_mid, *y_trail)), x_ndim, y_ndim)
+    xs, ys = ops.shape(x), ops.shape(y)  # symbolic sizes: read them at run time
+    x_mid, y_trail, batch = tuple(xs[1:-1]), tuple(ys[2:]), xs[0]
+    x3 = ops.reshape(x, (batch, -1, xs[-1]))
+    y3 = ops.reshape(y, (batch, ys[1], -1))
+    return _batch_dot_squeeze(ops.reshape(ops.matmul(x3, y3), (batch, *x_mid, *y_trail)), x_ndim, y_ndim)
+
+
+def _batch_dot_squeeze(result, x_ndim, y_ndim):
     if x_ndim == 2:
         return ops.squeeze(result, 1)
     if y_ndim == 2:
