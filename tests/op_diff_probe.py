@@ -23,7 +23,9 @@ from k2to3 import ops as table  # noqa: E402
 TOL = {"float32": (1e-5, 1e-6), "float16": (1e-3, 1e-3)}
 
 
-def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0):
+def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0, unit=False):
+    if unit and not dtype.startswith("int") and dtype != "bool":  # probabilities in (0.05, 0.95)
+        return (0.05 + 0.9 / (1.0 + np.exp(-rng.standard_normal(shape) * 2.0))).astype("float32")
     if dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype.startswith("int"):
@@ -46,32 +48,38 @@ def reference(entry):
 def run_case(entry, case, seed):
     """Case fields: x (shape) or xs (list of shapes), dtype (of x: float32, bool, int32, ...), positive,
     scale (multiplies float inputs), tensors = {kw: shape} float tensors, ints = {kw: shape} int32 tensors in
-    [0, high), kwargs = static keyword arguments, args = static positional arguments after the first (named
-    through `params` by positional_to_keywords, as the source rewriter does)."""
+    [0, high), consts = {kw: literal} int32 tensors, value = a Python literal first argument, unit = float
+    inputs in (0.05, 0.95), tuples = list arguments passed as tuples, kwargs = static keyword arguments,
+    args = static positional arguments after the first (named through `params` by positional_to_keywords, as
+    the source rewriter does)."""
     rng = np.random.default_rng(seed)
     positive = case.get("positive", False)
     dtype = case.get("dtype", "float32")
-    high, scale = case.get("high", 2), case.get("scale", 1.0)
-    static = "value" in case  # a static first argument (a shape, a range start), not a tensor
+    high, scale, unit = case.get("high", 2), case.get("scale", 1.0), case.get("unit", False)
+    static = "value" in case  # a static first argument (a shape, a range start, K.constant's literal)
     if static:
         first = case["value"]
     elif "xs" in case:
-        first = [_arr(rng, s, dtype, positive, high, scale) for s in case["xs"]]
+        first = [_arr(rng, s, dtype, positive, high, scale, unit) for s in case["xs"]]
     else:
-        first = _arr(rng, case["x"], dtype, positive, high, scale)
+        first = _arr(rng, case["x"], dtype, positive, high, scale, unit)
         if "plus_eye" in case:  # well-conditioned square matrices (inv, solve)
             first = first + np.float32(case["plus_eye"]) * np.eye(first.shape[-1], dtype="float32")
         if case.get("spd"):  # symmetric positive definite (cholesky)
             first = first @ np.swapaxes(first, -1, -2) + np.eye(first.shape[-1], dtype="float32")
-    tensors = {k: _arr(rng, s, "float32", positive, high, scale) for k, s in case.get("tensors", {}).items()}
+    tensors = {k: _arr(rng, s, "float32", positive, high, scale, unit) for k, s in case.get("tensors", {}).items()}
     tensors.update({k: _arr(rng, s, "int32", high=high) for k, s in case.get("ints", {}).items()})
     tensors.update({k: _arr(rng, s, "bool") for k, s in case.get("bools", {}).items()})
     tensors.update({k: np.sort(_arr(rng, s, "int32", high=high)) for k, s in case.get("sorted_ids", {}).items()})
+    tensors.update({k: np.asarray(v, dtype="int32") for k, v in case.get("consts", {}).items()})
     kwargs = {**case.get("kwargs", {}), **tensors}
     as_list = isinstance(first, list) and not static
     tf_first = first if static else [tf.constant(a) for a in first] if as_list else tf.constant(first)
-    tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
     args = list(case.get("args", []))
+    if case.get("tuples"):  # TOML has no tuples; K.pool2d needs them (`(1,) + strides + (1,)`)
+        args = [tuple(a) if isinstance(a, list) else a for a in args]
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
     ref = reference(entry)(tf_first, *args, **tf_kwargs)
     k_first = first if static else [keras.ops.convert_to_tensor(a) for a in first] if as_list else \
         keras.ops.convert_to_tensor(first)
@@ -86,6 +94,8 @@ def run_case(entry, case, seed):
         target = _resolve(keras.ops, name)
     got = target(**call_kwargs)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    if not isinstance(ref, (list, tuple)) and isinstance(got, tuple):  # keras.ops.shape: a tuple of sizes
+        got = np.asarray([keras.ops.convert_to_numpy(g) for g in got])
     gots = [np.asarray(keras.ops.convert_to_numpy(g)) for g in (got if isinstance(got, (list, tuple)) else [got])]
     if len(refs) != len(gots):
         return False, float("inf"), f"{len(gots)} outputs, TF has {len(refs)}"
@@ -116,7 +126,10 @@ def params_mismatch(entry):
 def main():
     results = []
     mismatches = [m for m in map(params_mismatch, table.table()) if m]
+    only = os.environ.get("K2TO3_PROBE_ONLY")  # comma-separated entry names (a quicker run while editing)
     for entry in table.table():
+        if only and entry.name not in only.split(","):
+            continue
         for i, case in enumerate(entry.cases):
             try:
                 ok, err, note = run_case(entry, case, seed=i)

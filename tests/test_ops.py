@@ -216,3 +216,41 @@ def test_keras_ops_coverage_is_documented():
     assert len(covered) >= 120 and {"take", "arange", "repeat", "norm", "flip", "log1p", "top_k"} <= set(covered)
     assert dict(missing)["einsum"].startswith("tf.einsum's operands are positional")
     assert not set(covered) & {n for n, _ in missing}
+def test_every_keras2_backend_function_is_classified():
+    """Every public function of tf_keras.backend: a keras.ops call, a k2to3.portable helper, a keras.config
+    alias or an obsolete entry with its Keras 3 idiom, and only one of them."""
+    import inspect
+
+    import tf_keras
+
+    public = {n for n in dir(tf_keras.backend) if not n.startswith("_")
+              and callable(getattr(tf_keras.backend, n)) and not inspect.isclass(getattr(tf_keras.backend, n))}
+    op, config, obsolete = set(ops.by_backend_name()), set(ops.config_aliases()), set(ops.backend_obsolete())
+    assert not public - op - config - obsolete, sorted(public - op - config - obsolete)
+    assert not (op & config) and not (op & obsolete) and not (config & obsolete)
+    assert len(public) >= 140 and {"batch_dot", "bias_add", "int_shape", "constant", "switch"} <= op
+    assert all(code in ("K2T204", "K2T206") and idiom for code, idiom in ops.backend_obsolete().values())
+    from k2to3 import portable  # every portable target exists
+
+    for e in ops.table():
+        if e.keras.startswith("k2to3.portable."):
+            assert callable(getattr(portable, e.keras.rsplit(".", 1)[1])), e.keras
+
+
+def test_backend_source_verdicts():
+    from k2to3.source.classify import CallArgs, classify_call
+
+    def verdict(name: str, *args, **kwargs):
+        return classify_call(f"tensorflow.keras.backend.{name}", CallArgs(list(args), kwargs))
+
+    v = verdict("batch_dot", "x", "y", axes=1)
+    assert v.code == "K2T201" and v.target == "k2to3.portable.batch_dot" and v.args[-1] == ("axes", 1)
+    assert verdict("int_shape", "x").target == "k2to3.portable.int_shape"
+    assert verdict("constant", 0.5).target == "k2to3.portable.constant"  # no longer a TF1 graph API
+    assert verdict("shape", "x").target == "keras.ops.shape"
+    v = verdict("learning_phase")
+    assert v.code == "K2T204" and "training" in v.message and not v.fixable
+    v = verdict("random_normal", (2, 3))
+    assert v.code == "K2T206" and "keras.random.normal" in v.message
+    assert verdict("eval", "x").code == "K2T204" and "convert_to_numpy" in verdict("eval", "x").message
+    assert verdict("relu", "x", alpha=0.1).code == "K2T203"

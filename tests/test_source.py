@@ -57,7 +57,7 @@ def test_findings_cover_the_rule_families():
         y = Lambda(my_fn, output_shape=(3,))(x)
         z = tf.keras.layers.Dense(2)(x)
         w = tf.math.cumsum(x, axis=1, exclusive=True)
-        return K.batch_dot(x, x)
+        return K.relu(x, alpha=0.1)
     """
     found = lint_source(textwrap.dedent(src), "t.py")[0]
     got = {f.code for f in found}

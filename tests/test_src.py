@@ -179,6 +179,8 @@ SRC_CASES = [  # (fixture, --src, expected reference)
     ("lambda_loop.h5", f"{ZOO}:build_lambda_loop", "the --src definitions as written"),
     ("lambda_activation.h5", f"{ZOO}", "the --src definitions as written"),
     ("custom.h5", f"{ZOO}", "the --src definitions as written"),
+    ("lambda_custom_objects.h5", f"{SRC / 'lrelu_model.py'}", "the --src definitions as written"),
+    ("k_attention.h5", f"{SRC / 'k_attention.py'}", "the --src definitions as written"),
     ("weights_only.h5", f"{ZOO}:build_weights_only", "the --src build function"),
     ("archive.keras", None, "the file re-saved as HDF5 by tf_keras"),
     ("savedmodel", None, "the file re-saved as HDF5 by tf_keras"),
@@ -378,3 +380,40 @@ def test_src_directory_resolves_from_the_one_script_that_fits():
     assert res.errors and "FILE:FUNCTION" in (res.errors[0].fix or "")
     res = resolve_in_files(index, loop.model_config, None, "m_k3", build_fn="build_lambda_loop")
     assert not res.errors and set(res.lambdas) == {"lambda", "lambda_1", "lambda_2"}
+
+
+def test_custom_objects_mapping_links_lambda_activations(tmp_path):
+    """load_model(path, custom_objects={"<lambda>": lrelu}) is how Keras 2 users loaded a lambda activation:
+    it is the only link from the file's "<lambda>" to the function, read without running the file."""
+    res = _resolve("lambda_custom_objects.h5", SRC / "lrelu_model.py")
+    assert not res.errors, [f.line() for f in res.errors]
+    assert res.activations == {("conv2d", "activation"): "lrelu", ("dense", "activation"): "lrelu"}
+    how = [f.message for f in res.findings if "custom_objects=" in f.message]
+    assert len(how) == 2 and "lrelu_model.py:24" in how[0] and "matched by custom_objects=" in how[0]
+    assert "def lrelu(x):" in res.k3_code and "keras.ops.maximum(" in res.k3_code  # Keras 3 cannot register a lambda
+    # every way Keras 2 code passed the mapping; without one, the activation stays unresolved (K2T903)
+    body = "ALPHA = 0.2\nlrelu = lambda x: K.maximum(x, ALPHA * x)\n"
+    head = "import tensorflow as tf\nfrom tensorflow.keras import backend as K\n"
+    for call in ("tf.keras.models.model_from_json(s, custom_objects=dict(**{}, **{}))",
+                 "tf.keras.utils.CustomObjectScope({'<lambda>': lrelu})",
+                 "tf.keras.utils.custom_object_scope({'<lambda>': lrelu})",
+                 "tf.keras.utils.get_custom_objects().update({'<lambda>': lrelu})",
+                 "tf.keras.models.load_model(p, custom_objects={'<lambda>': lrelu})"):
+        src = _write(tmp_path, "m.py", head + body + f"def load(p, s):\n    return {call}\n")
+        res = _resolve("lambda_custom_objects.h5", src)
+        if "dict(" in call:  # no literal key "<lambda>": nothing links it
+            assert [f.code for f in res.errors] == ["K2T903", "K2T903"], call
+        else:
+            assert not res.errors and set(res.activations.values()) == {"lrelu"}, call
+
+
+def test_custom_layer_in_k_calls_is_rewritten_to_portable_keras3():
+    """K.int_shape / K.constant / K.cast_to_floatx / K.batch_dot / K.bias_add used to stop the conversion
+    (K2T203/K2T204): each is now a keras.ops call or a k2to3.portable helper, so the module imports k2to3."""
+    res = _resolve("k_attention.h5", SRC / "k_attention.py")
+    assert not res.errors, [f.line() for f in res.errors]
+    k3 = res.k3_code
+    assert "import k2to3.portable" in k3 and "K." not in k3 and "tensorflow" not in k3
+    for helper in ("int_shape", "constant", "cast_to_floatx", "batch_dot", "bias_add"):
+        assert f"k2to3.portable.{helper}(" in k3, helper
+    assert "keras.ops.tensordot(" in k3 and "keras.ops.softmax(" in k3

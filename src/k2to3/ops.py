@@ -91,6 +91,19 @@ def config_aliases() -> dict[str, str]:
     return out
 
 
+@cache
+def backend_obsolete() -> dict[str, tuple[str, str]]:
+    """K functions with no Keras 3 function to call instead ([[obsolete]] in rules/ops.toml): name -> (finding
+    code, the Keras 3 idiom to use)."""
+    out: dict[str, tuple[str, str]] = {}
+    for o in _raw().get("obsolete", []):
+        for k in o["k"]:
+            if k in out:
+                raise ValueError(f"rules/ops.toml: obsolete K.{k} is listed twice")
+            out[k] = (o["code"], o["idiom"])
+    return out
+
+
 def _index(field: str, prefix: str) -> dict[str, OpEntry]:
     index: dict[str, OpEntry] = {}
     for e in table():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .ops import OpEntry, _raw, config_aliases, table
+from .ops import OpEntry, _raw, backend_obsolete, config_aliases, table
 from .rules import rules_dir
 
 
@@ -76,16 +76,32 @@ def render() -> str:
         *map(_row, tf_rows),
         *_coverage(),
         "\n## keras.backend (`K.*`) functions\n\n",
-        "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). The `K.*` functions without an entry, because\n"
-        "their semantics differ from every keras.ops call, are listed with the reason at the start of the `K.*`\n"
-        "section of `rules/ops.toml`.\n\n",
+        "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). A `k2to3.portable.*` target is a keras.ops\n"
+        "composition k2to3 ships (src/k2to3/portable.py).\n\n",
         head,
         *map(_row, k_rows),
         "\n## keras.backend functions that moved\n\n",
         "| K name | Keras 3 |\n|---|---|\n",
         *(f"| `K.{k}` | `{to}` |\n" for k, to in config_aliases().items()),
+        render_backend_obsolete(),
     ]
     return "".join(out)
+
+
+def render_backend_obsolete() -> str:
+    """The K.* functions with no Keras 3 function to call instead, and the K.* coverage figures."""
+    obsolete = backend_obsolete()
+    k_rows = [e for e in table() if e.k]
+    portable = [e for e in k_rows if e.keras.startswith("k2to3.")]
+    return "".join([
+        "\n## keras.backend functions with no Keras 3 function to call\n\n",
+        f"Every public function of `tf_keras.backend` is classified: {len(k_rows) - len(portable)} keras.ops calls, "
+        f"{len(portable)} `k2to3.portable` helpers (keras.ops compositions with Keras 2's semantics; rewritten code\n"
+        f"then calls `k2to3.portable.<name>` and needs k2to3 installed), {len(config_aliases())} moved functions "
+        f"and the {len(obsolete)} below (tests/test_ops.py checks the list is complete).\n\n",
+        "| K name | finding | Keras 3 idiom |\n|---|---|---|\n",
+        *(f"| `K.{k}` | {code} | {idiom} |\n" for k, (code, idiom) in obsolete.items()),
+    ])
 
 
 if __name__ == "__main__":

@@ -96,7 +96,10 @@ def _backend(name: str, call: CallArgs) -> Verdict | None:
     if name in aliases:
         return Verdict("K2T202", f"K.{name} moved to {aliases[name]}", True, aliases[name],
                        [(kw, Expr(node)) for kw, node in call.raw])
-    if name in BACKEND_TF1:
+    obsolete = ops.backend_obsolete()
+    if name in obsolete:
+        return Verdict(obsolete[name][0], f"K.{name} has no Keras 3 equivalent: {obsolete[name][1]}")
+    if name in BACKEND_TF1 and name not in ops.by_backend_name():
         return Verdict("K2T204", f"K.{name} is a TensorFlow 1 graph API with no Keras 3 equivalent")
     entry = ops.by_backend_name().get(name)
     if entry is None:

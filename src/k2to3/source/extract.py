@@ -15,6 +15,9 @@ from ..errors import InputError
 from .classify import LAMBDA, keras_name
 from .lint import collect_aliases, dotted
 
+# Calls whose custom_objects= (or, for the scopes, first argument) maps names in a saved model to objects.
+CUSTOM_OBJECT_CALLS = frozenset({"load_model", "model_from_json", "model_from_yaml", "model_from_config",
+                                 "deserialize", "CustomObjectScope", "custom_object_scope"})
 BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__"}
 # Values a constant's expression may contain: literals, names of other constants, arithmetic.
 _STATIC = (ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Dict,
@@ -83,6 +86,9 @@ class SourceIndex:
     counter: int = 0
     calls: dict[str, set[str]] = field(default_factory=dict)  # module-level function -> names it calls
     literal_names: dict[str, set[str]] = field(default_factory=dict)  # function -> its name="..." literals
+    # custom_objects={"name": obj} passed to load_model / model_from_json / CustomObjectScope /
+    # get_custom_objects().update(...): artifact name -> (module-level name it maps to, path:line)
+    custom_objects: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def reachable(self, fn: str) -> set[str]:
         """Module-level functions `fn` calls, directly or not (by name), and `fn` itself."""
@@ -336,8 +342,32 @@ class _SiteVisitor(ast.NodeVisitor):
         self.generic_visit(node)
         self.loops.pop()
 
+    def custom_objects(self, node: ast.Call, q: str | None) -> None:
+        """Keras 2 users mapped artifact names to their objects when loading: load_model(path,
+        custom_objects={"<lambda>": lrelu}), CustomObjectScope({...}), get_custom_objects().update({...})."""
+        last = (q or dotted(node.func) or "").split(".")[-1]
+        mapping: ast.expr | None = None
+        if last in CUSTOM_OBJECT_CALLS:
+            mapping = next((k.value for k in node.keywords if k.arg == "custom_objects"), None)
+            if mapping is None and last in ("CustomObjectScope", "custom_object_scope") and node.args:
+                mapping = node.args[0]
+        elif isinstance(node.func, ast.Attribute) and node.func.attr == "update" and node.args \
+                and isinstance(node.func.value, ast.Call) \
+                and (dotted(node.func.value.func) or "").split(".")[-1] == "get_custom_objects":
+            mapping = node.args[0]
+        pairs: list[tuple[str, ast.expr]] = []
+        if isinstance(mapping, ast.Dict):
+            pairs = [(k.value, v) for k, v in zip(mapping.keys, mapping.values)
+                     if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        elif isinstance(mapping, ast.Call) and dotted(mapping.func) == "dict":
+            pairs = [(k.arg, k.value) for k in mapping.keywords if k.arg]
+        for key, value in pairs:
+            if isinstance(value, ast.Name):
+                self.ix.index.custom_objects.setdefault(key, (value.id, f"{self.ix.path}:{node.lineno}"))
+
     def visit_Call(self, node: ast.Call) -> None:
         q = self.ix.aliases.resolve(dotted(node.func))
+        self.custom_objects(node, q)
         kw = {k.arg: k.value for k in node.keywords if k.arg}
         name = kw.get("name")
         lit_name = name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None

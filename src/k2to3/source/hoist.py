@@ -353,9 +353,34 @@ class Resolver:
         if layer and layer not in rec["layers"]:
             rec["layers"].append(layer)
 
+    def by_custom_objects(self, need: Need, key: str, kinds: tuple[str, ...]) -> str | None:
+        """The definition a custom_objects={key: obj} mapping in the source names, noted as how it matched."""
+        target, where = self.index.custom_objects[key]
+        d = self.index.defs.get(target)
+        code = rules_mod.builtin_code("unknown_class" if need.kind == "class" else "activation_lambda")
+        if d is None or d.kind not in kinds:
+            self.error(code, f"custom_objects= at {where} maps '{key}' to '{target}', which is not a module-level "
+                       f"{'class' if need.kind == 'class' else 'function'} of the --src files", need.layer,
+                       "define it at module level in a --src file")
+            return None
+        self.note(code, "info", f"'{key}' is {target} ({d.where}): matched by custom_objects= at {where}", need.layer)
+        if d.kind == "lambda":  # Keras 3 serializes a lambda by its source, not by a registered name: a def
+            lam = ast.parse(d.code).body[0].value  # type: ignore[attr-defined]
+            body = ast.get_source_segment(d.code, lam.body) or ast.unparse(lam.body)
+            d.code = f"def {d.name}({ast.unparse(lam.args)}):  # {d.where}: a lambda in the source\n" \
+                     f"    return ({body})\n"
+            d.kind = "function"
+        self.roots.add(d.name)
+        kind = "class" if d.kind == "class" else (need.key or "function")
+        self.export(d.name, kind, d.where, need.layer)
+        return d.name
+
     def named(self, need: Need, kinds: tuple[str, ...]) -> str | None:
         name = need.fn_name or need.class_name or ""
         d = self.index.defs.get(name)
+        # a function stored by another name (golden_config points the Keras 2 reference at it too)
+        if (d is None or d.kind not in kinds) and need.kind == "function" and name in self.index.custom_objects:
+            return self.by_custom_objects(need, name, kinds)
         if need.optional and (d is None or d.kind not in kinds):
             return None  # a k2to3 rule handles it
         if d is None or d.kind not in kinds:
@@ -372,6 +397,13 @@ class Resolver:
 
     def resolve(self, needs: list[Need], build_fn: str | None, layer_names: set[str],
                 weights_only: bool = False) -> Resolution:
+        mapped = self.index.custom_objects.get("<lambda>")
+        if mapped:  # load_model(..., custom_objects={"<lambda>": fn}): what Keras 2 itself used for "<lambda>"
+            for need in [n for n in needs if n.kind == "activation_lambda" and not n.closure]:
+                got_name = self.by_custom_objects(need, "<lambda>", ("function", "lambda"))
+                if got_name:
+                    self.res.activations[(need.layer, need.key)] = got_name  # type: ignore[index]
+                needs = [n for n in needs if n is not need]
         lambda_needs = [n for n in needs if n.kind in ("lambda", "activation_lambda")]
         sites = self.match(lambda_needs, self.scope(build_fn, layer_names))
         for need in lambda_needs:
