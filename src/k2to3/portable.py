@@ -502,3 +502,8 @@ def ctc_batch_cost(y_true, y_pred, input_length, label_length):
                         ops.cast(ops.reshape(label_length, (-1,)), "int32"),
                         ops.cast(ops.reshape(input_length, (-1,)), "int32"), mask_index=classes - 1)
     return ops.expand_dims(loss, 1)
+
+
+def in_top_k(predictions, targets, k):
+    """K.in_top_k(predictions, targets, k) with Keras 2's argument order (keras.ops.in_top_k takes targets first)."""
+    return ops.in_top_k(targets, predictions, k)
