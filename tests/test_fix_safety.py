@@ -115,3 +115,14 @@ def test_real_code_corpus_reaches_only_existing_keras3_names(tmp_path):
     pairs = [(a, b) for a, b in fixed_copies(files, tmp_path) if a.read_text() != b.read_text()]
     got = missing_names(pairs, tmp_path)
     assert {k: v for k, v in got.items() if v} == {}
+
+
+def test_a_call_already_on_keras3_is_not_counted_as_a_rewrite():
+    # CI found it on tf_keras/applications: K.is_keras_tensor -> keras.backend.is_keras_tensor, which the second
+    # run resolved to itself and counted again, so the file was never a fixed point
+    code = "import keras\n\n\ndef f(x):\n    return keras.backend.is_keras_tensor(x)\n"
+    assert fix_source(code) == (code, 0)
+    k2 = "from tensorflow.keras import backend as K\n\n\ndef f(x):\n    return K.is_keras_tensor(x)\n"
+    once, n = fix_source(k2)
+    assert n > 0 and "keras.backend.is_keras_tensor(x)" in once
+    assert fix_source(once) == (once, 0)

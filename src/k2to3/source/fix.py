@@ -231,12 +231,15 @@ class FixCommand(VisitorBasedCodemodCommand):
         v = self._verdict(original)
         if v is None:
             return updated
+        new = updated.with_changes(func=_dotted(v.target), args=self._args_in_place(original, updated, v))
+        if new.deep_equals(updated):  # already Keras 3 (keras.backend.is_keras_tensor): not a rewrite
+            return updated
         if v.target.startswith("k2to3."):  # a keras.ops composition k2to3 ships (k2to3.portable)
             AddImportsVisitor.add_needed_import(self.context, v.target.rsplit(".", 1)[0])
         else:
             AddImportsVisitor.add_needed_import(self.context, "keras")
         self.changed += 1
-        return updated.with_changes(func=_dotted(v.target), args=self._args_in_place(original, updated, v))
+        return new
 
     def _args_in_place(self, original: cst.Call, updated: cst.Call, v: Any) -> list[cst.Arg]:
         """The translated arguments written into the call's own layout: each argument keeps its node (and the
