@@ -1,0 +1,190 @@
+"""The long tail of real legacy files, part 1 (issue 11): JSON/YAML config + weights pairs, HDF5 behind other
+names. Fixtures: tests/fixtures/make_longtail_fixtures.py (tf_keras)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, ROOT, record
+from test_cli import k2to3, one_error_line
+from test_convert import check_parity
+
+from k2to3.artifact import read_artifact
+from k2to3.audit import run_audit, walk
+from k2to3.convert import Options, convert
+from k2to3.errors import Exit, InputError
+from k2to3.pairs import config_candidates, find_config, read_config, resolve
+from k2to3.upgrade import upgrade
+from k2to3.upgrade.cudnn import convert_weights
+
+LT = FIXTURES / "longtail"
+PAIRS = LT / "pairs"
+NAMES = LT / "hdf5names"
+CUDNN = LT / "cudnn" / "cudnn_rnns.h5"
+# (weights file, config it pairs with, how the weights are matched)
+PAIR_CASES = [
+    ("cnn_weights.h5", "cnn.json", "name"),
+    ("mlp.h5", "mlp.json", "order"),
+    ("yaml/net_weights.h5", "yaml/net.yaml", "name"),
+    ("store/weights.h5", "store/model.json", "name"),
+]
+
+
+@pytest.mark.parametrize(("weights", "config", "matched"), PAIR_CASES)
+def test_pair_found_beside_weights(weights, config, matched):
+    p = resolve(PAIRS / weights, None)
+    assert p is not None and p.config_path == PAIRS / config and p.matched_by == matched
+    assert (p.renamed != {}) == (matched == "order")
+
+
+def test_config_candidates_cover_the_usual_stems(tmp_path):
+    names = {c.name for c in config_candidates(tmp_path / "model_weights.h5")}
+    assert {"model_weights.json", "model.json", "model.yaml", "model.yml"} <= names
+    assert "model.json" in {c.name for c in config_candidates(tmp_path / "weights.h5")}
+    assert "x.json" in {c.name for c in config_candidates(tmp_path / "x_weights.h5")}
+
+
+def test_json_that_is_not_a_model_config_is_one_line():
+    assert find_config(PAIRS / "bad" / "not_a_model.h5") is None  # not paired alone
+    with pytest.raises(InputError) as exc:
+        read_config(PAIRS / "bad" / "not_a_model.json")
+    assert exc.value.code == Exit.USAGE and "not a Keras model config" in exc.value.line()
+
+
+def test_yaml_is_read_safely(tmp_path):
+    cfg, version, _ = read_config(PAIRS / "yaml" / "net.yaml")
+    assert version == "2.2.4" and cfg["class_name"] == "Sequential"
+    evil = tmp_path / "evil.yaml"
+    evil.write_text("class_name: !!python/object/apply:os.system ['echo pwned']\nconfig: {}\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        read_config(evil)
+
+
+def test_cli_not_a_model_config_exit_2_no_output(tmp_path):
+    out = tmp_path / "o.keras"
+    r = k2to3("convert", str(PAIRS / "bad" / "not_a_model.h5"), "--config", str(PAIRS / "bad" / "not_a_model.json"),
+              "-o", str(out))
+    assert r.returncode == 2 and "not a Keras model config" in one_error_line(r)
+    assert not out.exists()
+
+
+def test_audit_gives_each_pair_one_verdict(tmp_path):
+    tree = walk([LT])
+    assert not any(p.suffix in (".json", ".yaml") for p in tree.artifacts)
+    report = run_audit([PAIRS], tmp_path)
+    rows = {Path(a["path"]).relative_to(PAIRS).as_posix(): a for a in report["artifacts"]}
+    for weights, config, _ in PAIR_CASES:
+        assert rows[weights]["config"] == str(PAIRS / config)
+        assert rows[weights]["verdict"] == "portable", rows[weights]
+    assert rows["bad/not_a_model.h5"]["verdict"] == "portable with source"  # weights alone: needs the model
+
+
+def test_hdf5_found_by_content_under_other_names():
+    found = {p.name for p in walk([NAMES]).artifacts}
+    assert found == {"old.keras", "model", "m.hdf5", "m.model", "w.weights"}
+
+
+@pytest.fixture(scope="module")
+def plain_keras3() -> dict:
+    specs = [f"{PAIRS / c}::{PAIRS / w}=" for w, c, _ in PAIR_CASES]
+    specs += [f"{NAMES / n}={NAMES / n}" for n in ("old.keras", "model")]
+    specs += [f"{CUDNN}="]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_USE_LEGACY_KERAS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "longtail_plain_probe.py"), *specs],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_plain_keras3_fails_on_each(plain_keras3):
+    assert len(plain_keras3) == len(PAIR_CASES) + 3
+    for spec, got in plain_keras3.items():
+        assert got["result"] in ("fails", "drifts"), (spec, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("weights", "config", "matched"), PAIR_CASES)
+def test_pair_converts_with_parity(weights, config, matched, pool, tmp_path):
+    name = Path(weights).parent.name or Path(weights).stem
+    report = convert(Options(src=PAIRS / weights, out=tmp_path / f"{name}.keras"), pool=pool)
+    record(f"pair_{name}", report)
+    check_parity(report)
+    assert report["reference"]["kind"] == "keras2-tf_keras" and "pair" in report["reference"]["from"]
+    assert report["input"]["pair"]["config"] == str(PAIRS / config)
+    assert report["ledger"]["weights_matched_by"].startswith("layer name" if matched == "name" else "topological")
+
+
+@pytest.mark.slow
+def test_explicit_config_option(pool, tmp_path):
+    w = tmp_path / "trained.h5"  # no config beside it: --config names it
+    shutil.copy(PAIRS / "mlp.h5", w)
+    report = convert(Options(src=w, out=tmp_path / "m.keras", config=PAIRS / "mlp.json"), pool=pool)
+    check_parity(report)
+    assert report["input"]["pair"]["found"] == "--config"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["old.keras", "model"])
+def test_hdf5_behind_other_names_converts(name, pool, tmp_path):
+    report = convert(Options(src=NAMES / name, out=tmp_path / "out.keras"), pool=pool)
+    record(f"hdf5name_{name}", report)
+    check_parity(report)
+    assert report["input"]["format"] == "HDF5"
+
+
+def test_cudnn_rule_plans_lstm_gru_and_weight_conversion():
+    art = read_artifact(CUDNN)
+    plan = upgrade(art.model_config, art.training_config)
+    assert not plan.errors
+    assert plan.weight_transforms == {"lstm_cudnn": "LSTM", "bigru": "GRU", "bilstm": "LSTM",
+                                      "gru_cudnn_back": "GRU"}
+    layers = {s["orig_name"]: s for s in plan.model["layers"]}
+    gru = layers["gru_cudnn_back"]
+    assert gru["class_name"] == "GRU" and gru["config"]["reset_after"] and gru["config"]["go_backwards"]
+    assert gru["config"]["recurrent_activation"] == "sigmoid" and "time_major" not in gru["config"]
+    inner = layers["bigru"]["config"]["layer"]
+    assert inner["class_name"] == "GRU" and inner["config"]["reset_after"]
+    assert sum(f.code == "K2T450" for f in plan.findings) == 4
+
+
+def test_cudnn_weight_layout_is_what_cudnn_computed():
+    """tf_keras's CuDNNLSTM.call hands each gate's raw (input_dim, units) kernel to cuDNN flattened
+    (gru_lstm_utils.canonical_to_params, no transpose) and cuDNN reads it as a row-major (units, input_dim)
+    matrix W applied as W @ x; the Keras kernel computing x @ K is therefore K = W.T. Biases: input + recurrent."""
+    rng = np.random.default_rng(0)
+    n_in, units = 3, 2
+    kernel = rng.normal(size=(n_in, 4 * units)).astype("float32")
+    recurrent = rng.normal(size=(units, 4 * units)).astype("float32")
+    bias = rng.normal(size=(8 * units,)).astype("float32")
+    (k, r, b), notes = convert_weights("LSTM", [kernel, recurrent, bias])
+    for g in range(4):
+        cols = slice(g * units, (g + 1) * units)
+        np.testing.assert_array_equal(k[:, cols], kernel[:, cols].reshape(-1).reshape(units, n_in).T)
+        np.testing.assert_array_equal(r[:, cols], recurrent[:, cols].reshape(-1).reshape(units, units).T)
+    np.testing.assert_array_equal(b, bias[: 4 * units] + bias[4 * units :])
+    (_, _, gb), _ = convert_weights("GRU", [kernel[:, : 3 * units], recurrent[:, : 3 * units], bias[: 6 * units]])
+    np.testing.assert_array_equal(gb, bias[: 6 * units].reshape(2, 3 * units))  # (input, recurrent) rows
+    assert notes
+    plain = [kernel, recurrent, bias[: 4 * units]]  # already the LSTM layout: untouched
+    assert all(a is b for a, b in zip(convert_weights("LSTM", plain)[0], plain))
+
+
+@pytest.mark.slow
+def test_cudnn_converts_with_parity(pool, tmp_path):
+    report = convert(Options(src=CUDNN, out=tmp_path / "cudnn.keras"), pool=pool)
+    record("cudnn_rnns", report)
+    assert report["verdict"] == "parity" and report["exit_code"] == 0, report["backends"]
+    assert "CuDNN layers as LSTM/GRU" in report["reference"]["from"]
+    ledger = report["ledger"]
+    assert ledger["complete"] and ledger["tensors_restored"] == report["input"]["n_weight_tensors"] == 18
+    assert len(ledger["converted"]) == 6  # 2 plain + 2 Bidirectional x (forward, backward)
+    assert ledger["params_restored"] == ledger["params_expected"] < report["input"]["n_params"]
+    assert report["weight_hashes_agree"] and set(report["backends"]) == {"tensorflow", "torch", "jax"}
