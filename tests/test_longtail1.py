@@ -20,14 +20,17 @@ from k2to3.artifact import read_artifact
 from k2to3.audit import run_audit, walk
 from k2to3.convert import Options, convert
 from k2to3.errors import Exit, InputError
+from k2to3.ops import lookup
 from k2to3.pairs import config_candidates, find_config, read_config, resolve
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.cudnn import convert_weights
+from k2to3.upgrade.tfoplayer import raw_ops
 
 LT = FIXTURES / "longtail"
 PAIRS = LT / "pairs"
 NAMES = LT / "hdf5names"
 CUDNN = LT / "cudnn" / "cudnn_rnns.h5"
+TFOPL = LT / "tfoplayer" / "tf_op_layers.h5"
 # (weights file, config it pairs with, how the weights are matched)
 PAIR_CASES = [
     ("cnn_weights.h5", "cnn.json", "name"),
@@ -95,7 +98,7 @@ def test_hdf5_found_by_content_under_other_names():
 def plain_keras3() -> dict:
     specs = [f"{PAIRS / c}::{PAIRS / w}=" for w, c, _ in PAIR_CASES]
     specs += [f"{NAMES / n}={NAMES / n}" for n in ("old.keras", "model")]
-    specs += [f"{CUDNN}="]
+    specs += [f"{CUDNN}=", f"{TFOPL}="]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_USE_LEGACY_KERAS": "1", "CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "longtail_plain_probe.py"), *specs],
                          capture_output=True, text=True, env=env, timeout=600)
@@ -105,7 +108,7 @@ def plain_keras3() -> dict:
 
 @pytest.mark.slow
 def test_plain_keras3_fails_on_each(plain_keras3):
-    assert len(plain_keras3) == len(PAIR_CASES) + 3
+    assert len(plain_keras3) == len(PAIR_CASES) + 4
     for spec, got in plain_keras3.items():
         assert got["result"] in ("fails", "drifts"), (spec, got)
 
@@ -188,3 +191,56 @@ def test_cudnn_converts_with_parity(pool, tmp_path):
     assert len(ledger["converted"]) == 6  # 2 plain + 2 Bidirectional x (forward, backward)
     assert ledger["params_restored"] == ledger["params_expected"] < report["input"]["n_params"]
     assert report["weight_hashes_agree"] and set(report["backends"]) == {"tensorflow", "torch", "jax"}
+
+
+def test_every_raw_op_maps_to_an_op_table_entry():
+    for op, entry in raw_ops().items():
+        found = lookup(entry["tf"])
+        assert found is not None, f"{op}: tf.{entry['tf']} is not in rules/ops.toml"
+        params = [p.lstrip("*") for p in entry["inputs"]] + list((entry.get("attrs") or {}).values())
+        assert set(params) <= set(found.params), (op, params, found.params)
+
+
+def _tfopl_model(node_def: dict, constants: dict, inbound: list) -> dict:
+    layers = [{"class_name": "InputLayer", "name": "x", "inbound_nodes": [],
+               "config": {"name": "x", "batch_input_shape": [None, 4, 3], "dtype": "float32"}},
+              {"class_name": "InputLayer", "name": "s", "inbound_nodes": [],
+               "config": {"name": "s", "batch_input_shape": [2], "dtype": "int32"}},
+              {"class_name": "TensorFlowOpLayer", "name": "tf_op_layer_op", "inbound_nodes": [inbound],
+               "config": {"name": "op", "trainable": True, "dtype": "float32", "node_def": node_def,
+                          "constants": constants}}]
+    return {"class_name": "Functional", "config": {"name": "m", "layers": layers,
+                                                   "input_layers": [["x", 0, 0], ["s", 0, 0]],
+                                                   "output_layers": [["tf_op_layer_op", 0, 0]]}}
+
+
+def test_tf_op_layer_fixture_translates_every_op():
+    art = read_artifact(TFOPL)
+    plan = upgrade(art.model_config, art.training_config)
+    assert not plan.errors and not plan.tf_only
+    raw = [f for f in plan.findings if f.code == "K2T904" and "raw op" in f.message]
+    ops = {f.message.split("raw op ")[1].split(" ")[0] for f in raw}
+    assert {"AddV2", "Mul", "RealDiv", "Sub", "Relu6", "Pow", "Rsqrt", "Mean", "Sum", "ConcatV2", "Reshape", "Pad",
+            "Cast", "Transpose", "Squeeze"} <= ops
+    assert all(s["class_name"] != "TensorFlowOpLayer" for s in plan.model["layers"])
+
+
+def test_tf_op_layer_untranslatable_paths():
+    # a raw op with no entry in rules/raw_ops.toml: one precise error
+    unknown = _tfopl_model({"name": "op", "op": "Erfinv", "input": ["x"], "attr": {}}, {}, [["x", 0, 0, {}]])
+    plan = upgrade(unknown, None)
+    assert [f.code for f in plan.errors] == ["K2T904"] and "no entry in rules/raw_ops.toml" in plan.errors[0].message
+    # a mapped op whose arguments keras.ops cannot express (cumsum reverse=True): kept as the TF call (tf_only)
+    reverse = _tfopl_model({"name": "op", "op": "Cumsum", "input": ["x", "op/axis"],
+                            "attr": {"reverse": {"b": True}, "exclusive": {"b": False}, "T": {"type": "DT_FLOAT"}}},
+                           {"1": 1}, [["x", 0, 0, {}]])
+    plan = upgrade(reverse, None)
+    assert not plan.errors and plan.tf_only and plan.tf_only[0]["op"] == "tf.math.cumsum", plan.findings
+
+
+@pytest.mark.slow
+def test_tf_op_layer_converts_with_parity(pool, tmp_path):
+    report = convert(Options(src=TFOPL, out=tmp_path / "tfopl.keras"), pool=pool)
+    record("tf_op_layers", report)
+    check_parity(report)
+    assert report["reference"]["kind"] == "keras2-tf_keras" and not report["output"]["needs_k2to3_portable"]
