@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT, record
@@ -24,6 +25,7 @@ from k2to3.ops import lookup
 from k2to3.pairs import config_candidates, find_config, read_config, resolve
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.cudnn import convert_weights
+from k2to3.upgrade.multigpu import detect
 from k2to3.upgrade.tfoplayer import raw_ops
 
 LT = FIXTURES / "longtail"
@@ -98,7 +100,7 @@ def test_hdf5_found_by_content_under_other_names():
 def plain_keras3() -> dict:
     specs = [f"{PAIRS / c}::{PAIRS / w}=" for w, c, _ in PAIR_CASES]
     specs += [f"{NAMES / n}={NAMES / n}" for n in ("old.keras", "model")]
-    specs += [f"{CUDNN}=", f"{TFOPL}="]
+    specs += [f"{CUDNN}=", f"{TFOPL}=", f"{LT / 'multigpu' / 'parallel.h5'}="]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_USE_LEGACY_KERAS": "1", "CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "longtail_plain_probe.py"), *specs],
                          capture_output=True, text=True, env=env, timeout=600)
@@ -108,7 +110,7 @@ def plain_keras3() -> dict:
 
 @pytest.mark.slow
 def test_plain_keras3_fails_on_each(plain_keras3):
-    assert len(plain_keras3) == len(PAIR_CASES) + 4
+    assert len(plain_keras3) == len(PAIR_CASES) + 5
     for spec, got in plain_keras3.items():
         assert got["result"] in ("fails", "drifts"), (spec, got)
 
@@ -244,3 +246,43 @@ def test_tf_op_layer_converts_with_parity(pool, tmp_path):
     record("tf_op_layers", report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras" and not report["output"]["needs_k2to3_portable"]
+
+
+GPU = LT / "multigpu"
+
+
+def test_multi_gpu_wrapper_detected_from_config_alone():
+    art = read_artifact(GPU / "parallel.h5")
+    found = detect(art.model_config)
+    assert found and found["template"] == "model_1" and found["replicas"] == 2
+    assert found["removed_layers"] == ["lambda", "lambda_1", "probs"]
+    plain = read_artifact(NAMES / "m.hdf5")
+    assert detect(plain.model_config) is None
+
+
+def test_template_alone_computes_what_the_parallel_model_did():
+    """Numpy reference from the file's template weights against the parallel model's output that tf_keras
+    computed when the fixture was written (get_slice + replicas + concat): removing the wrapper keeps outputs."""
+    with np.load(GPU / "expected.npz") as z:
+        x, want = z["in0"], z["out0"]
+    with h5py.File(GPU / "parallel.h5", "r") as f:
+        g = f["model_weights/model_1"]
+        w = {k: g[k][()] for k in ("hidden/kernel:0", "hidden/bias:0", "bn/gamma:0", "bn/beta:0",
+                                   "bn/moving_mean:0", "bn/moving_variance:0", "probs/kernel:0", "probs/bias:0")}
+    h = np.maximum(x @ w["hidden/kernel:0"] + w["hidden/bias:0"], 0)
+    h = w["bn/gamma:0"] * (h - w["bn/moving_mean:0"]) / np.sqrt(w["bn/moving_variance:0"] + 1e-3) + w["bn/beta:0"]
+    z = h @ w["probs/kernel:0"] + w["probs/bias:0"]
+    got = np.exp(z - z.max(-1, keepdims=True))
+    got /= got.sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_multi_gpu_save_converts_template_with_parity(pool, tmp_path):
+    report = convert(Options(src=GPU / "parallel.h5", out=tmp_path / "template.keras", input_npz=GPU / "expected.npz"),
+                     pool=pool)
+    record("multi_gpu_parallel", report)
+    assert report["verdict"] == "parity" and report["exit_code"] == 0, report["backends"]
+    assert report["input"]["multi_gpu"]["replicas"] == 2 and report["findings"][0]["code"] == "K2T451"
+    assert "multi_gpu_model" in report["reference"]["from"] and report["ledger"]["complete"]
+    assert report["ledger"]["tensors_restored"] == report["input"]["n_weight_tensors"] == 8

@@ -108,6 +108,11 @@ def _config_of(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any] | 
         art = read_artifact(path, weights_only_ok=True)
         return pair.config, None, pair.keras_version, art.n_params
     art = read_artifact(path)
+    from .upgrade.multigpu import detect
+
+    parallel = detect(art.model_config)  # a multi_gpu_model save: the template is what converts
+    if parallel is not None:
+        return parallel["template_config"], art.training_config, art.keras_version, art.n_params
     return art.model_config, art.training_config, art.keras_version, art.n_params  # type: ignore[return-value]
 
 

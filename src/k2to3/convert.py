@@ -144,6 +144,7 @@ class Job:
     build_fn: str | None = None
     module_needed: bool = False  # the .keras references objects of the generated module
     pair: bool = False  # the input is a config + weights pair merged into one HDF5 (pairs.py)
+    opts_input: dict[str, Any] = field(default_factory=dict)  # what the input was bridged from (report input)
 
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
@@ -206,6 +207,12 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             if found is not None:
                 progress(f"architecture from {found.config_path}; weights from {opts.src}")
                 h5, bridged = pairs.bridge(found, work, opts.config is None)
+            else:
+                from .upgrade import multigpu
+
+                bridged_gpu = multigpu.bridge(opts.src, work)  # the template of a multi_gpu_model save
+                if bridged_gpu is not None:
+                    h5, bridged = bridged_gpu
         artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
         source = None
         if index is not None:
@@ -216,6 +223,11 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
+        if bridged and "multi_gpu" in bridged:
+            from .rules import builtin_code
+            from .upgrade.multigpu import finding
+
+            plan.findings.insert(0, finding(bridged["multi_gpu"], builtin_code("multi_gpu_wrapper")))
         if opts.trust_bytecode and artifact.model_config:
             from .bytecode import inspect_lambdas
 
@@ -230,7 +242,8 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
             first = (source.errors if source is not None and source.errors else plan.errors)[0]
             raise NotPortableReport(first.line(), report)
-        job = Job(opts, progress, get_pool(), work=work, h5=h5, pair=bool(bridged and "pair" in bridged))
+        job = Job(opts, progress, get_pool(), work=work, h5=h5, pair=bool(bridged and "pair" in bridged),
+                  opts_input=bridged or {})
         tmp_out = _tmp_of(job)
         tmp_module = tmp_out.with_suffix(".py")
         if source is not None:
@@ -546,7 +559,7 @@ def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.
               "the --src definitions as written" if args.get("k2_module") else
               "the config + weights pair (tf_keras model_from_config + load_weights)" if job.pair else
               "the file, its CuDNN layers as LSTM/GRU (tf_keras converts their weights)" if args.get("golden_config")
-              else
+              else "the template model of the multi_gpu_model save" if "multi_gpu" in job.opts_input else
               "the file" if job.h5 == job.opts.src else "the file re-saved as HDF5 by tf_keras")
     report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"], "from": origin}
     job.progress("Keras 2 golden output computed with tf_keras")
