@@ -286,3 +286,13 @@ def test_multi_gpu_save_converts_template_with_parity(pool, tmp_path):
     assert report["input"]["multi_gpu"]["replicas"] == 2 and report["findings"][0]["code"] == "K2T451"
     assert "multi_gpu_model" in report["reference"]["from"] and report["ledger"]["complete"]
     assert report["ledger"]["tensors_restored"] == report["input"]["n_weight_tensors"] == 8
+
+
+def test_yaml_alias_bomb_is_refused(tmp_path):
+    lines = ["a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    bomb = tmp_path / "model.yaml"
+    bomb.write_text("\n".join(lines) + "\nclass_name: Sequential\nconfig: *a8\n")
+    assert bomb.stat().st_size < 2000
+    with pytest.raises(InputError, match="expands to over"):
+        read_config(bomb)

@@ -94,6 +94,26 @@ def _yaml_load(text: str, path: Path) -> Any:
         raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0][:80]})", hint=_HINT) from None
 
 
+MAX_CONFIG_NODES = 2_000_000  # values in a model config once YAML aliases are expanded (a real one: ~1e5)
+
+
+def _check_expansion(data: Any, path: Path) -> None:
+    """YAML aliases share objects, so a small file can stand for an exponentially large config ("billion
+    laughs"); everything after this walks it expanded. Count the values with aliases expanded, up to a cap."""
+    seen = 0
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        seen += 1
+        if seen > MAX_CONFIG_NODES:
+            raise InputError(f"{path}: the YAML expands to over {MAX_CONFIG_NODES} values through its aliases; "
+                             "refused", hint="docs/security.md; pass the config written by model.to_yaml()")
+        if isinstance(x, dict):
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
 def read_config(path: Path) -> tuple[dict[str, Any], str | None, str | None]:
     """(model config, keras_version, backend) of a to_json/to_yaml file; one line if it is not one."""
     if not path.is_file():
@@ -105,6 +125,7 @@ def read_config(path: Path) -> tuple[dict[str, Any], str | None, str | None]:
     text = path.read_bytes().decode("utf-8", errors="replace")
     if path.suffix in (".yaml", ".yml"):
         data = _yaml_load(text, path)
+        _check_expansion(data, path)
     else:
         try:
             data = json.loads(text)
