@@ -37,7 +37,10 @@ class Pair:
     renamed: dict[str, str] = field(default_factory=dict)  # weights-file layer -> config layer (by order)
 
     def to_report(self, found: bool) -> dict[str, Any]:
-        return {"config": str(self.config_path), "found": "beside the weights" if found else "--config",
+        from .artifact import file_sha256
+
+        return {"config": str(self.config_path), "config_sha256": file_sha256(self.config_path),
+                "found": "beside the weights" if found else "--config",
                 "config_keras_version": self.keras_version, "weights_matched_by": (
                     "layer name (= Keras 2 load_weights order)" if self.matched_by == "name"
                     else "topological order of layers with weights (Keras 2 load_weights); saved names differ"),
