@@ -18,7 +18,7 @@ from test_cli import k2to3, one_error_line
 from test_convert import check_parity
 
 from k2to3.artifact import read_artifact
-from k2to3.audit import run_audit, walk
+from k2to3.audit import run_audit, static_verdict, walk
 from k2to3.convert import Options, convert
 from k2to3.errors import Exit, InputError
 from k2to3.ops import lookup
@@ -258,6 +258,8 @@ def test_multi_gpu_wrapper_detected_from_config_alone():
     assert found["removed_layers"] == ["lambda", "lambda_1", "probs"]
     plain = read_artifact(NAMES / "m.hdf5")
     assert detect(plain.model_config) is None
+    row = static_verdict(GPU / "parallel.h5", {})
+    assert row["verdict"] == "portable" and row["multi_gpu"] == {"template": "model_1", "replicas": 2}
 
 
 def test_template_alone_computes_what_the_parallel_model_did():

@@ -125,6 +125,12 @@ def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None =
             config = find_config(path) if is_weights_only(path) else None
             if config is not None:
                 row["config"] = str(config)  # the pair gets this one verdict
+            else:
+                from .upgrade.multigpu import detect
+
+                parallel = detect(read_artifact(path, weights_only_ok=True).model_config)
+                if parallel is not None:  # the template's verdict; the wrapper is removed on conversion
+                    row["multi_gpu"] = {"template": parallel["template"], "replicas": parallel["replicas"]}
         model_config, training_config, version, n_params = _config_of(path, row["kind"])
         plan = upgrade(model_config, training_config)
     except K2to3Error as exc:
