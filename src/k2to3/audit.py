@@ -101,13 +101,36 @@ def _config_of(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any] | 
     if kind in ("zip", "savedmodel"):
         cfg, version, _ = read_keras_config(path)
         return cfg, None, version, None
+    from .pairs import resolve
+
+    pair = resolve(path, None)  # a save_weights file with its to_json/to_yaml config beside it
+    if pair is not None:
+        art = read_artifact(path, weights_only_ok=True)
+        return pair.config, None, pair.keras_version, art.n_params
     art = read_artifact(path)
+    from .upgrade.multigpu import detect
+
+    parallel = detect(art.model_config)  # a multi_gpu_model save: the template is what converts
+    if parallel is not None:
+        return parallel["template_config"], art.training_config, art.keras_version, art.n_params
     return art.model_config, art.training_config, art.keras_version, art.n_params  # type: ignore[return-value]
 
 
 def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
     try:
+        if row["kind"] == "hdf5":
+            from .pairs import find_config, is_weights_only
+
+            config = find_config(path) if is_weights_only(path) else None
+            if config is not None:
+                row["config"] = str(config)  # the pair gets this one verdict
+            else:
+                from .upgrade.multigpu import detect
+
+                parallel = detect(read_artifact(path, weights_only_ok=True).model_config)
+                if parallel is not None:  # the template's verdict; the wrapper is removed on conversion
+                    row["multi_gpu"] = {"template": parallel["template"], "replicas": parallel["replicas"]}
         model_config, training_config, version, n_params = _config_of(path, row["kind"])
         plan = upgrade(model_config, training_config)
     except K2to3Error as exc:

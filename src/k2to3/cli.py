@@ -82,6 +82,9 @@ def convert(
         "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
         "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
     max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP)] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", help="The model.to_json() / to_yaml() architecture of a save_weights SRC (found alone when it "
+        "sits beside SRC: x.json + x.h5 or x_weights.h5, model.json + weights.h5).")] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
@@ -91,7 +94,7 @@ def convert(
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
                    sources=tuple(src_files or ()), trust_bytecode=trust_bytecode,
-                   max_memory=_max_memory(max_memory))
+                   max_memory=_max_memory(max_memory), config=config)
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:

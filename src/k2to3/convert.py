@@ -46,6 +46,7 @@ class Options:
     sources: tuple[str, ...] = ()  # --src FILE or FILE:BUILD_FN (repeatable)
     trust_bytecode: bool = False
     max_memory: int | None = None  # bytes; None: a share of MemAvailable (workers/pool.py)
+    config: Path | None = None  # --config: the to_json/to_yaml architecture of a save_weights file (pairs.py)
 
 
 Progress = Callable[[str], None]
@@ -142,6 +143,8 @@ class Job:
     golden_args: dict[str, Any] = field(default_factory=dict)
     build_fn: str | None = None
     module_needed: bool = False  # the .keras references objects of the generated module
+    pair: bool = False  # the input is a config + weights pair merged into one HDF5 (pairs.py)
+    opts_input: dict[str, Any] = field(default_factory=dict)  # what the input was bridged from (report input)
 
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
@@ -197,6 +200,19 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         h5, bridged = opts.src, None
         if sniff(opts.src) in ("zip", "savedmodel"):
             h5, bridged = _bridge(opts, index, work, get_pool, progress)
+        elif build_fn is None and sniff(opts.src) == "hdf5":
+            from . import pairs
+
+            found = pairs.resolve(opts.src, opts.config)
+            if found is not None:
+                progress(f"architecture from {found.config_path}; weights from {opts.src}")
+                h5, bridged = pairs.bridge(found, work, opts.config is None)
+            else:
+                from .upgrade import multigpu
+
+                bridged_gpu = multigpu.bridge(opts.src, work)  # the template of a multi_gpu_model save
+                if bridged_gpu is not None:
+                    h5, bridged = bridged_gpu
         artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
         source = None
         if index is not None:
@@ -207,6 +223,11 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
+        if bridged and "multi_gpu" in bridged:
+            from .rules import builtin_code
+            from .upgrade.multigpu import finding
+
+            plan.findings.insert(0, finding(bridged["multi_gpu"], builtin_code("multi_gpu_wrapper")))
         if opts.trust_bytecode and artifact.model_config:
             from .bytecode import inspect_lambdas
 
@@ -221,11 +242,16 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
             first = (source.errors if source is not None and source.errors else plan.errors)[0]
             raise NotPortableReport(first.line(), report)
-        job = Job(opts, progress, get_pool(), work=work, h5=h5)
+        job = Job(opts, progress, get_pool(), work=work, h5=h5, pair=bool(bridged and "pair" in bridged),
+                  opts_input=bridged or {})
         tmp_out = _tmp_of(job)
         tmp_module = tmp_out.with_suffix(".py")
         if source is not None:
             _prepare_source(job, artifact, source, build_fn, tmp_module)
+        if plan.weight_transforms and artifact.model_config is not None:
+            from .upgrade.cudnn import golden_config
+
+            golden_config(work, job.golden_args, artifact.model_config)  # tf_keras runs CuDNN layers on GPU only
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
         if pool is None and pools["pool"] is not None:
@@ -360,6 +386,8 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
              f"{build['ledger']['tensors_expected']} weight tensors; verifying")
     report["ledger"] = build["ledger"]
+    if job.pair:
+        report["ledger"]["weights_matched_by"] = report["input"]["pair"]["weights_matched_by"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
     weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
 
@@ -529,6 +557,9 @@ def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.
     origin = ("the file's Lambda bytecode (--trust-bytecode)" if args.get("trust_bytecode") else
               "the --src build function" if args.get("build_fn") else
               "the --src definitions as written" if args.get("k2_module") else
+              "the config + weights pair (tf_keras model_from_config + load_weights)" if job.pair else
+              "the file, its CuDNN layers as LSTM/GRU (tf_keras converts their weights)" if args.get("golden_config")
+              else "the template model of the multi_gpu_model save" if "multi_gpu" in job.opts_input else
               "the file" if job.h5 == job.opts.src else "the file re-saved as HDF5 by tf_keras")
     report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"], "from": origin}
     job.progress("Keras 2 golden output computed with tf_keras")

@@ -29,6 +29,7 @@ class Ledger:
     name_mismatches: list[str] = field(default_factory=list)
     reshaped: list[str] = field(default_factory=list)
     nonfinite: list[str] = field(default_factory=list)  # weights holding NaN or Inf (restored as stored)
+    converted: list[str] = field(default_factory=list)  # weight layouts converted (e.g. cuDNN RNNs, K2T450)
 
     @property
     def complete(self) -> bool:
@@ -55,9 +56,10 @@ def _is_model(layer: Any) -> bool:
 
 
 class Restorer:
-    def __init__(self, artifact: LegacyArtifact, renames: dict[str, str]):
+    def __init__(self, artifact: LegacyArtifact, renames: dict[str, str], transforms: dict[str, str] | None = None):
         self.artifact = artifact
         self.renames = renames
+        self.transforms = transforms or {}
         self.ledger = Ledger()
         self.assigned: set[int] = set()
 
@@ -149,6 +151,15 @@ class Restorer:
             f.close()
         self.ledger.tensors_expected = self.artifact.n_tensors
         self.ledger.params_expected = self.artifact.n_params
+        for orig, target in self.transforms.items():  # layouts Keras 2's loader converted (upgrade/cudnn.py)
+            from .upgrade.cudnn import convert_weights
+
+            entries = self.artifact.weights.get(orig, [])
+            new, notes = convert_weights(target, [values[e.h5path] for e in entries])
+            for e, v in zip(entries, new):
+                self.ledger.params_expected += int(v.size) - int(values[e.h5path].size)
+                values[e.h5path] = v
+            self.ledger.converted.extend(f"{orig}: {n}" for n in notes)
         by_name = {layer.name: layer for layer in model.layers}
         for orig, entries in self.artifact.weights.items():
             if not entries:
@@ -167,8 +178,9 @@ class Restorer:
         return self.ledger
 
 
-def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str]) -> Ledger:
-    return Restorer(artifact, renames).run(model)
+def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str],
+            transforms: dict[str, str] | None = None) -> Ledger:
+    return Restorer(artifact, renames, transforms).run(model)
 
 
 def weight_hash(arrays: list[np.ndarray]) -> str:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from .. import rules as rules_mod
 from . import values
 from .activations import activation
+from .cudnn import CUDNN
+from .cudnn import upgrade_config as upgrade_cudnn
 from .plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
 
 if TYPE_CHECKING:
@@ -22,6 +24,8 @@ def layer_config(
     rename rules (library layers) do not apply to it."""
     cfg = copy.deepcopy(config)
     registered = None
+    if class_name in CUDNN:  # K2T450: before the LSTM/GRU rules, which then apply to the result
+        class_name, cfg = upgrade_cudnn(up, class_name, cfg, layer)
     if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
         # K2T405: tf_keras's build() inserts a virtual-batch dimension at index 1 and shifts every axis
         # by +1 in place, so get_config saved the shifted axes.

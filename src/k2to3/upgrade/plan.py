@@ -24,6 +24,7 @@ class Plan:
     dtype_policies: set[str] = field(default_factory=set)
     needs_portable: bool = False
     tf_only: list[dict[str, str]] = field(default_factory=list)  # ops kept as TensorFlow calls (layer, op, why)
+    weight_transforms: dict[str, str] = field(default_factory=dict)  # layer -> weight layout to convert (cudnn.py)
 
     @property
     def errors(self) -> list[Finding]:
@@ -37,4 +38,5 @@ class Plan:
             "dtype_policies": sorted(self.dtype_policies),
             "needs_portable": self.needs_portable,
             "tf_only": self.tf_only,
+            "weight_transforms": self.weight_transforms,
         }

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ops as ops_mod
 from .. import rules as rules_mod
-from . import values
+from . import tfoplayer, values
 from .layers import layer_config
 from .plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS
 from .refs import op_node_kwargs
@@ -24,6 +24,8 @@ def input_spec(name: str, batch_shape: list[Any], dtype: str, sparse: bool = Fal
 
 
 def layer_spec(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
+    if layer.get("class_name") == "TensorFlowOpLayer":  # TF 2.0-2.3 raw op: as the TFOpLambda it equals
+        layer = tfoplayer.translate(up, layer)
     cls = layer["class_name"]
     raw_cfg = values.tensorshape(up, layer.get("config", {}))
     orig = raw_cfg.get("name") or layer.get("name")
@@ -104,7 +106,9 @@ def op_spec(up: Upgrader, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict
     fn = raw_cfg.get("function")
     spec["op"] = fn or raw_cfg.get("node_def", {}).get("op")
     code = up.code("tf_op_layer")
-    if cls == "TensorFlowOpLayer" or not fn:
+    if cls == "TensorFlowOpLayer":
+        return spec  # tfoplayer.translate said why it stays untranslated
+    if not fn:
         up.note(code, "error", f"{cls} '{spec['op']}' (a TF 2.0-2.3 raw op node) is not translated", orig,
                 "re-save the model from TF >= 2.4, or rebuild it with --src model.py")
         return spec

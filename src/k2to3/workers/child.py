@@ -142,7 +142,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         else:
             model = build_model(plan)
             _check_lambda_shapes(model, plan["model"])
-    ledger = restore(model, artifact, plan["renames"])
+    ledger = restore(model, artifact, plan["renames"], plan.get("weight_transforms"))
     if not ledger.complete:
         raise K2to3Error(
             f"weights not fully restored: {ledger.tensors_restored}/{ledger.tensors_expected} tensors; "

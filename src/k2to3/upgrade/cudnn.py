@@ -1,0 +1,88 @@
+"""CuDNNLSTM / CuDNNGRU (Keras 2, tf.compat.v1.keras) -> LSTM / GRU with the settings cuDNN computes with, and
+the cuDNN weight layout converted as Keras 2 itself did when it loaded such a file into LSTM/GRU
+(tf_keras/src/saving/legacy/hdf5_format.py `_convert_rnn_weights`, the specification): per gate, input kernels
+change between cuDNN's Fortran-order layout and Keras' C-order one, recurrent kernels are transposed; the 2x biases
+(input and recurrent) are summed for LSTM and become GRU(reset_after=True)'s (2, 3 * units) bias.
+Pure numpy; rule K2T450 (rules/layers.toml)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .core import Upgrader
+
+# CuDNN class -> (Keras 3 class, gates)
+CUDNN = {"CuDNNLSTM": ("LSTM", 4), "CuDNNGRU": ("GRU", 3)}
+# What cuDNN computes: tanh / sigmoid, biases always, no dropout; GRU applies the reset gate after the matmul.
+_FIXED = {"activation": "tanh", "recurrent_activation": "sigmoid", "use_bias": True, "dropout": 0.0,
+          "recurrent_dropout": 0.0, "unroll": False}
+
+
+def equivalent(class_name: str, cfg: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The LSTM/GRU config that computes what a CuDNN layer with `cfg` computed (Keras 2 and 3 keys alike)."""
+    target, _ = CUDNN[class_name]
+    out = {**copy.deepcopy(cfg), **_FIXED}
+    if target == "GRU":
+        out["reset_after"] = True
+        out.pop("unit_forget_bias", None)
+    return target, out
+
+
+def upgrade_config(up: Upgrader, class_name: str, cfg: dict[str, Any], layer: str) -> tuple[str, dict[str, Any]]:
+    """Called by layer_config before the other rules (K2T401 then drops time_major from the LSTM/GRU)."""
+    target, out = equivalent(class_name, cfg)
+    up.plan.weight_transforms[layer] = target  # a CuDNN layer inside Bidirectional: under the wrapper's name
+    extra = ", reset_after=True" if target == "GRU" else ""
+    up.note(up.code("cudnn_rnn"), "info", f"{class_name} -> {target}(activation='tanh', recurrent_activation="
+            f"'sigmoid'{extra}); cuDNN weight layout converted", layer)
+    return target, out
+
+
+def _gates(kernel: np.ndarray, fn: Any, n: int) -> np.ndarray:
+    return np.hstack([fn(k) for k in np.hsplit(kernel, n)])
+
+
+def convert_weights(target: str, arrays: list[np.ndarray]) -> tuple[list[np.ndarray], list[str]]:
+    """cuDNN-layout (kernel, recurrent_kernel, bias) triples (two for Bidirectional) -> the LSTM/GRU ones, and
+    one note per converted triple. A triple whose bias is already in the plain layout is left as it is."""
+    n = 4 if target == "LSTM" else 3
+    out: list[np.ndarray] = []
+    notes: list[str] = []
+    for i in range(0, len(arrays) - len(arrays) % 3, 3):
+        kernel, recurrent, bias = arrays[i : i + 3]
+        units = recurrent.shape[0]
+        if bias.shape != (2 * n * units,):
+            out += [kernel, recurrent, bias]
+            continue
+        kernel = _gates(kernel, lambda k: k.T.reshape(k.shape, order="F"), n)
+        recurrent = _gates(recurrent, lambda k: k.T, n)
+        new_bias = np.sum(np.split(bias, 2), axis=0) if target == "LSTM" else bias.reshape(2, -1)
+        out += [kernel, recurrent, new_bias]
+        notes.append(f"cuDNN {target} weights: per-gate kernels relaid out, bias {bias.shape} -> {new_bias.shape}")
+    return out + list(arrays[len(out):]), notes
+
+
+def _translate(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if obj.get("class_name") in CUDNN and isinstance(obj.get("config"), dict):
+            cls, cfg = equivalent(obj["class_name"], obj["config"])
+            return {**obj, "class_name": cls, "config": cfg}
+        return {k: _translate(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_translate(v) for v in obj]
+    return obj
+
+
+def golden_config(work: Path, golden_args: dict[str, Any], model_config: dict[str, Any]) -> None:
+    """tf_keras cannot run CuDNN layers without a GPU: the reference is tf_keras with the config translated to
+    LSTM/GRU, loading the file's weights through its own converter (`preprocess_weights_for_loading`)."""
+    path = Path(golden_args["golden_config"]) if golden_args.get("golden_config") else work / "golden_config.json"
+    config = json.loads(path.read_text()) if golden_args.get("golden_config") else model_config
+    path.write_text(json.dumps(_translate(config)))
+    golden_args["golden_config"] = str(path)
