@@ -45,7 +45,7 @@ def reference(entry):
     return getattr(tf_keras.backend, entry.k[0]) if entry.k else _resolve(tf, entry.tf[0])
 
 
-def run_case(entry, case, seed):
+def run_case(entry, case, seed, graph=False):
     """Case fields: x (shape) or xs (list of shapes), dtype (of x: float32, bool, int32, ...), positive,
     scale (multiplies float inputs), tensors = {kw: shape} float tensors, ints = {kw: shape} int32 tensors in
     [0, high), consts = {kw: literal} int32 tensors, value = a Python literal first argument, unit = float
@@ -86,6 +86,8 @@ def run_case(entry, case, seed):
     k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
     k_first, k_kwargs = table.positional_to_keywords(entry, [k_first, *args], k_kwargs)
     name, call_kwargs = table.call_target(entry, table.translate(entry, k_first, k_kwargs))
+    if graph and name == entry.keras:  # the composition a rebuilt model graph uses (rebuild.py)
+        name = entry.graph
     if name.startswith("k2to3."):
         import k2to3.portable
 
@@ -131,11 +133,13 @@ def main():
         if only and entry.name not in only.split(","):
             continue
         for i, case in enumerate(entry.cases):
-            try:
-                ok, err, note = run_case(entry, case, seed=i)
-            except Exception as exc:  # a crash is a failing result, reported with its message
-                ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-            results.append({"op": entry.name, "case": i, "ok": ok, "max_abs": err, "note": note})
+            for graph in (False, True) if entry.graph else (False,):
+                try:
+                    ok, err, note = run_case(entry, case, seed=i, graph=graph)
+                except Exception as exc:  # a crash is a failing result, reported with its message
+                    ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                results.append({"op": entry.name, "case": f"{i}:graph" if graph else i, "ok": ok, "max_abs": err,
+                                "note": note})
     print(json.dumps({"backend": keras.backend.backend(), "results": results, "params_mismatch": mismatches}))
 
 

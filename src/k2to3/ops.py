@@ -36,6 +36,7 @@ class OpEntry:
     transform: str | None = None
     compose: str | None = None  # a k2to3.portable composition used instead of `keras` when a compose_args is true
     compose_args: tuple[str, ...] = ()
+    graph: str | None = None  # a k2to3.portable composition a rebuilt model graph uses instead of `keras`
     safety: str = "safe"
     notes: str = ""
     cases: tuple[dict[str, Any], ...] = ()
@@ -45,6 +46,13 @@ class OpEntry:
     def name(self) -> str:
         """Unique identifier (test results, known_failures): tf[0], or "backend." + k[0] for a K entry."""
         return self.tf[0] if self.tf else "backend." + self.k[0]
+
+    @property
+    def tensor_params(self) -> frozenset[str]:
+        """The keywords that take tensors (the differential cases pass them as tensors): a TFOpLambda stores a
+        constant tensor given there as a nested list, which becomes an array again before the keras.ops call."""
+        kinds = ("tensors", "ints", "bools", "sorted_ids", "consts")
+        return frozenset(k for c in self.cases for kind in kinds for k in c.get(kind, {}))
 
     @property
     def label(self) -> str:
