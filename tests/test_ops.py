@@ -254,3 +254,21 @@ def test_backend_source_verdicts():
     assert v.code == "K2T206" and "keras.random.normal" in v.message
     assert verdict("eval", "x").code == "K2T204" and "convert_to_numpy" in verdict("eval", "x").message
     assert verdict("relu", "x", alpha=0.1).code == "K2T203"
+
+
+def test_compat_v1_forms_of_plain_ops_are_not_called_graph_apis():
+    """A tf.compat.v1 name outside the table is worded by the TF2 op it is a form of (resolved through
+    rules/tf_names.tsv), not as a TensorFlow 1 graph API (K2T204); true graph APIs still are."""
+    from k2to3.source.classify import CallArgs, classify_call
+
+    def verdict(name: str):
+        return classify_call("tensorflow." + name, CallArgs([1], {}))
+
+    v = verdict("compat.v1.argmax")  # TF1's signature (name before dimension/output_type)
+    assert v.code == "K2T103" and "tf.math.argmax" in v.message and "keras.ops.argmax" in v.message
+    assert "graph" not in v.message
+    v = verdict("compat.v1.math.bincount")
+    assert v.code == "K2T103" and "tf.math.bincount" in v.message and "graph" not in v.message
+    assert verdict("compat.v1.placeholder").code == "K2T204"
+    assert verdict("compat.v1.get_variable").code == "K2T204"
+    assert verdict("compat.v1.reduce_sum").code == "K2T101"  # an alias the table maps
