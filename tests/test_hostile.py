@@ -138,3 +138,7 @@ def test_nonfinite_weights_convert_and_are_reported(tmp_path):
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ledger"]["nonfinite"] == ["/" + hostile.KERNEL]
+    # shown on the console and in report.md too, not only in report.json
+    line = f"1 weight tensor(s) hold NaN or Inf, restored as stored: /{hostile.KERNEL}"
+    assert line in " ".join(r.stdout.split()), r.stdout
+    assert line in (tmp_path / "report.md").read_text()
