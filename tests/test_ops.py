@@ -272,3 +272,25 @@ def test_compat_v1_forms_of_plain_ops_are_not_called_graph_apis():
     assert verdict("compat.v1.placeholder").code == "K2T204"
     assert verdict("compat.v1.get_variable").code == "K2T204"
     assert verdict("compat.v1.reduce_sum").code == "K2T101"  # an alias the table maps
+
+
+def test_einsum_operands_and_gather_nd_and_tf1_module_paths():
+    """tf.einsum's *inputs stay positional after the equation; tf.gather_nd goes through k2to3.portable (keras.ops
+    has no gather_nd); TF1's tensorflow.python namespace (tf.python.math_ops.sqrt) and functions an ops module
+    re-exports (math_ops.maximum is gen_math_ops') resolve to their canonical names."""
+    from k2to3.source.fix import fix_source
+
+    e = ops.lookup("einsum")
+    first, kw = ops.positional_to_keywords(e, ["ij,jk->ik", "a", "b"], {"name": "n"})
+    out = ops.translate(e, first, kw)
+    assert ops.call_arguments(e, out) == (["ij,jk->ik", "a", "b"], {})
+    assert ops.lookup("linalg.einsum") is e
+    assert ops.canonical_tf_name("python.math_ops.sqrt") == "math.sqrt"
+    assert ops.canonical_tf_name("python.ops.math_ops.maximum") == "math.maximum"
+    code = ("import tensorflow as tf\nfrom tensorflow.python.ops import math_ops\n"
+            "a = tf.einsum('bij,bjk->bik', x,\n              y, name='e')\n"
+            "b = tf.gather_nd(p, idx)\nc = math_ops.maximum(x, 0.0)\n")
+    fixed = fix_source(code)[0]
+    assert "keras.ops.einsum('bij,bjk->bik', x,\n              y)" in fixed
+    assert "k2to3.portable.gather_nd(p, indices=idx)" in fixed and "keras.ops.maximum(x, 0.0)" in fixed
+    assert ops.check("gather_nd", {"batch_dims": 1})  # batch_dims != 0 stays a finding

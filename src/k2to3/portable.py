@@ -270,6 +270,23 @@ def one_hot(x, num_classes, axis=-1, dtype=None):
     return ops.one_hot(x, num_classes, axis=axis, dtype=dtype)
 
 
+def gather_nd(params, indices):
+    """tf.gather_nd (batch_dims=0) in keras.ops, which has no gather_nd: the first K axes of params (K = the
+    indices' last size) flattened row-major and indexed with the linear index. Needs K and params' axes 1..K-1
+    and after K static (the leading axis may be symbolic)."""
+    k = indices.shape[-1]
+    if not isinstance(k, int):
+        raise ValueError("gather_nd needs the indices' last dimension to be static")
+    shape = tuple(params.shape)
+    idx = ops.cast(indices, "int32")
+    linear = idx[..., k - 1]
+    stride = 1
+    for i in range(k - 2, -1, -1):
+        stride *= shape[i + 1]
+        linear = linear + idx[..., i] * stride
+    return ops.take(ops.reshape(params, (-1, *shape[k:])), linear, axis=0)
+
+
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
     return ops.square(ops.subtract(x1, x2))

@@ -156,7 +156,8 @@ class GraphBuilder:
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
-                out = target(**call_kwargs)
+                positional, call_kwargs = op_table.call_arguments(entry, call_kwargs)
+                out = target(*positional, **call_kwargs)
         except op_table.Untranslatable as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
         except Exception as exc:

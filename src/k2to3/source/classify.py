@@ -151,7 +151,9 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
     order = [*entry.params[1:len(positional)], *keywords]
     for k in order:  # the caller's arguments in their order, then the defaults made explicit
         mapped = entry.args.get(k)
-        if mapped in out:
+        if mapped in out and mapped.startswith("*"):  # tf.einsum's operands: positional, after the first
+            args += [(None, v) for v in out.pop(mapped)]
+        elif mapped in out:
             args.append((mapped, out.pop(mapped)))
     args += list(out.items())
     return Verdict(ok, f"{shown} -> {target}", True, target, args)
