@@ -18,6 +18,14 @@ keras.ops expression, 408 of them fixed (99.0%); 108 files rewritten, all parse,
 With the installed tf_keras tree too (831 files, 191,676 lines; 21 min): 4,944 call sites (778 of them
 tf_export.keras_export decorators, 460 tf.nest.*), 2,333 with a keras.ops expression, 2,282 fixed (97.8%);
 636 files rewritten, all parse, none changed by a second fix.
+
+Measured 2026-12-01 (branch gaps, loaded 2-core machine), --no-tf-keras --cache tests/.cache/real_code/sdist on
+tests/fixtures/src and the 22 sdists bench/real_code.py --fetch downloads (360 files, 37,968 lines; ~11 min):
+before the branch 718 call sites, 632 with a keras.ops expression, 624 fixed (98.7%; 87% of all call sites);
+after (tf.einsum, tf.gather_nd, tensorflow.python.ops re-exports and TF1's tensorflow.python namespace resolved)
+717 call sites, 667 with a keras.ops expression, 659 fixed (98.8%; 92% of all); 128 files rewritten, all parse,
+none changed by a second fix. Left by count: tf.group 9, tf.control_dependencies 9, convert_to_tensor 10,
+K.is_keras_tensor 4 and tf.where 4 (blocked by an argument), K.set_image_dim_ordering 3, ...
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ from tensorflow.python.util import tf_export  # noqa: E402
 # TF1 variants whose meaning differs although the parameters line up (tf.compat.v1.where does not broadcast
 # and selects rows with a vector condition).
 NOT_V1_COMPATIBLE = {"compat.v1.where"}
+# modules whose re-exported functions are listed under the module's path too
+REEXPORTING = ("tensorflow.python.ops.", "tensorflow.python.framework.")
 
 
 def _params(fn) -> list[inspect.Parameter] | None:
@@ -69,6 +71,25 @@ def rows() -> list[tuple[str, str, str]]:
             path = f"{module[len('tensorflow.'):]}.{sym.__name__}"
             if path != canon:
                 out.setdefault(path, (canon, "module"))
+    # A function reached through another module that re-exports it (tensorflow.python.ops.math_ops.maximum is
+    # gen_math_ops.maximum, imported with `from gen_math_ops import *`): real code imports math_ops.
+    # Keyed by defining module and name too: the exported symbol may be a dispatch wrapper of the one imported.
+    canon_of: dict[object, str] = {}
+    for sym in mapping.values():
+        if inspect.isfunction(sym) or inspect.isbuiltin(sym):
+            canon = tf_export.get_canonical_name_for_symbol(sym, add_prefix_to_v1_names=True)
+            if canon:
+                canon_of[id(sym)] = canon
+                canon_of.setdefault((getattr(sym, "__module__", None), getattr(sym, "__name__", None)), canon)
+    for mod_name, mod in sorted(sys.modules.items()):
+        if not mod_name.startswith(REEXPORTING) or mod is None:
+            continue
+        for attr, sym in sorted(vars(mod).items()):
+            if not (inspect.isfunction(sym) or inspect.isbuiltin(sym)):
+                continue
+            canon = canon_of.get(id(sym)) or canon_of.get((getattr(sym, "__module__", None), attr))
+            if canon and not attr.startswith("_") and canon in {c for c, _ in out.values()} | set(mapping):
+                out.setdefault(f"{mod_name[len('tensorflow.'):]}.{attr}", (out.get(canon, (canon,))[0], "module"))
     # raw_ops (generated op wrappers) are never in the op table: lint reports them under their own name
     return sorted((a, c, how) for a, (c, how) in out.items() if a != c and not c.startswith("raw_ops."))
 

@@ -45,11 +45,12 @@ def reference(entry):
     return getattr(tf_keras.backend, entry.k[0]) if entry.k else _resolve(tf, entry.tf[0])
 
 
-def run_case(entry, case, seed):
+def run_case(entry, case, seed, graph=False):
     """Case fields: x (shape) or xs (list of shapes), dtype (of x: float32, bool, int32, ...), positive,
     scale (multiplies float inputs), tensors = {kw: shape} float tensors, ints = {kw: shape} int32 tensors in
     [0, high), consts = {kw: literal} int32 tensors, value = a Python literal first argument, unit = float
-    inputs in (0.05, 0.95), tuples = list arguments passed as tuples, kwargs = static keyword arguments,
+    inputs in (0.05, 0.95), operands = [shapes] float tensors passed positionally after `args` (tf.einsum's
+    *inputs), tuples = list arguments passed as tuples, kwargs = static keyword arguments,
     args = static positional arguments after the first (named through `params` by positional_to_keywords, as
     the source rewriter does)."""
     rng = np.random.default_rng(seed)
@@ -76,23 +77,28 @@ def run_case(entry, case, seed):
     as_list = isinstance(first, list) and not static
     tf_first = first if static else [tf.constant(a) for a in first] if as_list else tf.constant(first)
     args = list(case.get("args", []))
+    operands = [_arr(rng, s, "float32", positive, high, scale, unit) for s in case.get("operands", [])]
     if case.get("tuples"):  # TOML has no tuples; K.pool2d needs them (`(1,) + strides + (1,)`)
         args = [tuple(a) if isinstance(a, list) else a for a in args]
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
     tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
-    ref = reference(entry)(tf_first, *args, **tf_kwargs)
+    ref = reference(entry)(tf_first, *args, *map(tf.constant, operands), **tf_kwargs)
     k_first = first if static else [keras.ops.convert_to_tensor(a) for a in first] if as_list else \
         keras.ops.convert_to_tensor(first)
     k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
-    k_first, k_kwargs = table.positional_to_keywords(entry, [k_first, *args], k_kwargs)
+    k_first, k_kwargs = table.positional_to_keywords(
+        entry, [k_first, *args, *map(keras.ops.convert_to_tensor, operands)], k_kwargs)
     name, call_kwargs = table.call_target(entry, table.translate(entry, k_first, k_kwargs))
+    if graph and name == entry.keras:  # the composition a rebuilt model graph uses (rebuild.py)
+        name = entry.graph
     if name.startswith("k2to3."):
         import k2to3.portable
 
         target = _resolve(k2to3.portable, name.split(".", 2)[2])
     else:
         target = _resolve(keras.ops, name)
-    got = target(**call_kwargs)
+    positional, call_kwargs = table.call_arguments(entry, call_kwargs)
+    got = target(*positional, **call_kwargs)
     refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
     if not isinstance(ref, (list, tuple)) and isinstance(got, tuple):  # keras.ops.shape: a tuple of sizes
         got = np.asarray([keras.ops.convert_to_numpy(g) for g in got])
@@ -118,7 +124,8 @@ def params_mismatch(entry):
     """`params` must be the reference function's signature (operators have none to read)."""
     if entry.name.startswith("__operators__."):
         return None
-    actual = list(inspect.signature(reference(entry)).parameters)
+    sig = inspect.signature(reference(entry)).parameters.values()
+    actual = [("*" if p.kind == p.VAR_POSITIONAL else "") + p.name for p in sig if p.kind != p.VAR_KEYWORD]
     return None if actual == list(entry.params) else {"op": entry.name, "params": list(entry.params),
                                                         "signature": actual}
 
@@ -131,11 +138,13 @@ def main():
         if only and entry.name not in only.split(","):
             continue
         for i, case in enumerate(entry.cases):
-            try:
-                ok, err, note = run_case(entry, case, seed=i)
-            except Exception as exc:  # a crash is a failing result, reported with its message
-                ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-            results.append({"op": entry.name, "case": i, "ok": ok, "max_abs": err, "note": note})
+            for graph in (False, True) if entry.graph else (False,):
+                try:
+                    ok, err, note = run_case(entry, case, seed=i, graph=graph)
+                except Exception as exc:  # a crash is a failing result, reported with its message
+                    ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+                results.append({"op": entry.name, "case": f"{i}:graph" if graph else i, "ok": ok, "max_abs": err,
+                                "note": note})
     print(json.dumps({"backend": keras.backend.backend(), "results": results, "params_mismatch": mismatches}))
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,22 @@ def test_a_call_already_on_keras3_is_not_counted_as_a_rewrite():
     once, n = fix_source(k2)
     assert n > 0 and "keras.backend.is_keras_tensor(x)" in once
     assert fix_source(once) == (once, 0)
+
+
+def test_first_argument_is_a_keyword_where_keras_takes_another_parameter_first():
+    """keras.ops.in_top_k takes (targets, predictions, k): an entry whose first argument is `predictions` and
+    maps to it directly must write predictions= (a positional would land on targets); an entry whose first
+    argument is Keras's first parameter stays positional."""
+    import libcst as cst
+
+    from k2to3 import ops
+    from k2to3.source.classify import CallArgs, Expr, _translate
+
+    p, t = Expr(cst.Name("p")), Expr(cst.Name("t"))
+    direct = replace(ops.lookup_backend("in_top_k"), keras="in_top_k")
+    v = _translate(direct, "K.in_top_k", CallArgs([p, t, 2], {}), "K2T201", "K2T203")
+    assert v.target == "keras.ops.in_top_k" and v.args[0] == ("predictions", p), v.args
+    code = "import tensorflow.keras.backend as K\n\ny = K.in_top_k(p, t, 2)\n"
+    assert "k2to3.portable.in_top_k(p, targets=t" in fix_source(code)[0]  # the helper keeps Keras 2's order
+    v = _translate(ops.lookup_backend("mean"), "K.mean", CallArgs([p], {}), "K2T201", "K2T203")
+    assert v.args[0] == (None, p)

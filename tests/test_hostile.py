@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import CORPUS, FIXTURES
 from test_cli import k2to3, one_error_line
 
 sys.path.insert(0, str(FIXTURES))
@@ -19,6 +19,7 @@ WHY = {
     "external_link": "external link", "external_storage": "external storage", "virtual_dataset": "virtual dataset",
     "soft_link": "soft link", "shape_bomb": "byte cap", "small_bomb": "but stores 0",
     "compressed_bomb": "but stores 0", "string_weights": "non-numeric",
+    "wrong_shape": "kernel:0 declares shape (3, 5), but the layer's config implies",
     "config_not_object": "not an object", "config_no_layers": "layers is missing",
     "config_no_config": "config is missing", "config_no_class_name": "class_name is missing",
     "dangling_inbound": "'no_such_layer', which is not a layer", "graph_cycle": "cycle",
@@ -138,3 +139,29 @@ def test_nonfinite_weights_convert_and_are_reported(tmp_path):
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["ledger"]["nonfinite"] == ["/" + hostile.KERNEL]
+    # shown on the console and in report.md too, not only in report.json
+    line = f"1 weight tensor(s) hold NaN or Inf, restored as stored: /{hostile.KERNEL}"
+    assert line in " ".join(r.stdout.split()), r.stdout
+    assert line in (tmp_path / "report.md").read_text()
+
+
+def test_declared_shapes_match_the_config_on_every_real_file():
+    """The config-implied shape check refuses none of the real and fixture files (and checks most weights)."""
+    from k2to3.artifact import read_artifact
+    from k2to3.errors import K2to3Error
+    from k2to3.weight_shapes import _top_layers, expected_shapes
+
+    files = sorted({*FIXTURES.glob("**/*.h5"), *CORPUS.glob("**/*.h5")})
+    read = checked = 0
+    for f in files:
+        try:
+            a = read_artifact(f)
+        except K2to3Error as exc:
+            assert "config implies" not in exc.message, exc.message
+            continue
+        read += 1
+        for layer in _top_layers(a.model_config):
+            exp = expected_shapes(layer["class_name"], layer["config"])
+            checked += sum(e.name.rsplit("/", 1)[-1].split(":")[0] in exp
+                           for e in a.weights.get(layer["config"].get("name"), []))
+    assert read >= 50 and checked >= 500, (read, checked)

@@ -214,7 +214,7 @@ def test_keras_ops_coverage_is_documented():
 
     covered, missing = coverage()
     assert len(covered) >= 120 and {"take", "arange", "repeat", "norm", "flip", "log1p", "top_k"} <= set(covered)
-    assert dict(missing)["einsum"].startswith("tf.einsum's operands are positional")
+    assert "einsum" in covered and "einsum" not in dict(missing)  # tf.einsum's *inputs are mapped (was no_tf)
     assert not set(covered) & {n for n, _ in missing}
 def test_every_keras2_backend_function_is_classified():
     """Every public function of tf_keras.backend: a keras.ops call, a k2to3.portable helper, a keras.config
@@ -254,3 +254,43 @@ def test_backend_source_verdicts():
     assert v.code == "K2T206" and "keras.random.normal" in v.message
     assert verdict("eval", "x").code == "K2T204" and "convert_to_numpy" in verdict("eval", "x").message
     assert verdict("relu", "x", alpha=0.1).code == "K2T203"
+
+
+def test_compat_v1_forms_of_plain_ops_are_not_called_graph_apis():
+    """A tf.compat.v1 name outside the table is worded by the TF2 op it is a form of (resolved through
+    rules/tf_names.tsv), not as a TensorFlow 1 graph API (K2T204); true graph APIs still are."""
+    from k2to3.source.classify import CallArgs, classify_call
+
+    def verdict(name: str):
+        return classify_call("tensorflow." + name, CallArgs([1], {}))
+
+    v = verdict("compat.v1.argmax")  # TF1's signature (name before dimension/output_type)
+    assert v.code == "K2T103" and "tf.math.argmax" in v.message and "keras.ops.argmax" in v.message
+    assert "graph" not in v.message
+    v = verdict("compat.v1.math.bincount")
+    assert v.code == "K2T103" and "tf.math.bincount" in v.message and "graph" not in v.message
+    assert verdict("compat.v1.placeholder").code == "K2T204"
+    assert verdict("compat.v1.get_variable").code == "K2T204"
+    assert verdict("compat.v1.reduce_sum").code == "K2T101"  # an alias the table maps
+
+
+def test_einsum_operands_and_gather_nd_and_tf1_module_paths():
+    """tf.einsum's *inputs stay positional after the equation; tf.gather_nd goes through k2to3.portable (keras.ops
+    has no gather_nd); TF1's tensorflow.python namespace (tf.python.math_ops.sqrt) and functions an ops module
+    re-exports (math_ops.maximum is gen_math_ops') resolve to their canonical names."""
+    from k2to3.source.fix import fix_source
+
+    e = ops.lookup("einsum")
+    first, kw = ops.positional_to_keywords(e, ["ij,jk->ik", "a", "b"], {"name": "n"})
+    out = ops.translate(e, first, kw)
+    assert ops.call_arguments(e, out) == (["ij,jk->ik", "a", "b"], {})
+    assert ops.lookup("linalg.einsum") is e
+    assert ops.canonical_tf_name("python.math_ops.sqrt") == "math.sqrt"
+    assert ops.canonical_tf_name("python.ops.math_ops.maximum") == "math.maximum"
+    code = ("import tensorflow as tf\nfrom tensorflow.python.ops import math_ops\n"
+            "a = tf.einsum('bij,bjk->bik', x,\n              y, name='e')\n"
+            "b = tf.gather_nd(p, idx)\nc = math_ops.maximum(x, 0.0)\n")
+    fixed = fix_source(code)[0]
+    assert "keras.ops.einsum('bij,bjk->bik', x,\n              y)" in fixed
+    assert "k2to3.portable.gather_nd(p, indices=idx)" in fixed and "keras.ops.maximum(x, 0.0)" in fixed
+    assert ops.check("gather_nd", {"batch_dims": 1})  # batch_dims != 0 stays a finding

@@ -417,3 +417,31 @@ def test_custom_layer_in_k_calls_is_rewritten_to_portable_keras3():
     for helper in ("int_shape", "constant", "cast_to_floatx", "batch_dot", "bias_add"):
         assert f"k2to3.portable.{helper}(" in k3, helper
     assert "keras.ops.tensordot(" in k3 and "keras.ops.softmax(" in k3
+
+
+def test_custom_objects_mapping_links_a_renamed_class():
+    """custom_objects={"ScaleLayer": ChannelScale}: the file's class name maps to the source's renamed class, on
+    the Keras 3 side and in the Keras 2 reference's config."""
+    res = _resolve("custom.h5", SRC / "renamed_scale.py")
+    assert not res.errors, [f.line() for f in res.errors]
+    assert res.classes == {"ScaleLayer": "ChannelScale"}
+    how = [f.message for f in res.findings if "matched by custom_objects=" in f.message]
+    assert any("'ScaleLayer' is ChannelScale" in m and "renamed_scale.py:" in m for m in how), how
+    assert "class ChannelScale(" in res.k3_code
+    a = read_artifact(MODELS / "custom.h5")
+    golden = [la for la in res.golden_config(a.model_config)["config"]["layers"] if la["name"] == "scale"]
+    assert golden[0]["class_name"] == "ChannelScale"
+
+
+@pytest.mark.slow
+def test_renamed_class_converts_with_parity(pool, tmp_path):
+    inputs, live = _inputs_of("custom", tmp_path)
+    out = tmp_path / "model.keras"
+    report = convert(Options(src=MODELS / "custom.h5", out=out, input_npz=inputs,
+                             sources=(str(SRC / "renamed_scale.py"),)), pool=pool)
+    record("src:custom.h5 renamed class", report)
+    _check(report, "the --src definitions as written")
+    assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+    got = _run_saved(out, tmp_path, "torch", inputs)
+    for g, e in zip(got, live):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)

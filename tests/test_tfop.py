@@ -133,3 +133,16 @@ def test_zoo2_new_table_entries_convert_with_parity(pool, tmp_path):
     check_parity(report)
     assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
     assert not [f for f in report["findings"] if f["code"] == "K2T904" and f["severity"] != "info"]
+
+
+def test_gaps_norm_one_hot_and_constants_convert_with_parity(pool, tmp_path):
+    """tf.norm / reduce_euclidean_norm (a reloaded keras.ops.norm node's list axis failed on jax), tf.one_hot of
+    an int32 input with indices >= depth (torch's one_hot raised; TF gives zeros) and constant tensor arguments
+    (stored as nested lists: "Invalid dtype: list") convert with parity on all three backends."""
+    functions = _functions(H5 / "tfop_gaps.h5")
+    assert {"compat.v1.norm", "math.reduce_euclidean_norm", "one_hot", "linalg.matmul", "tensordot"} <= functions
+    report = convert(Options(src=H5 / "tfop_gaps.h5", out=tmp_path / "g.keras"), pool=pool)
+    record("tfop_gaps", report)
+    check_parity(report)
+    assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
+    assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))

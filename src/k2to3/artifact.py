@@ -14,6 +14,7 @@ import numpy as np
 from .errors import InputError, NotPortable
 from .h5safe import open_checked, read_dataset
 from .validate import check_model_config
+from .weight_shapes import check_declared_shapes
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 # HDF5 allows a user block before the superblock at 0, 512, 1024, 2048, ... bytes.
@@ -274,6 +275,7 @@ def _read_open(p: Path, f: Any, weights_only_ok: bool = False) -> LegacyArtifact
     # Keras 2 writes weights under model_weights; very old files put layer groups at the root.
     wroot = f["model_weights"] if "model_weights" in f else f
     layer_names, weights = _weights(f)
+    check_declared_shapes(p, model_config, weights)  # before any weight is read (docs/security.md)
     n_opt = 0
     if "optimizer_weights" in f:
         n_opt = len(_names_attr(f["optimizer_weights"], "weight_names"))

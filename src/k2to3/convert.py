@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -519,11 +519,20 @@ def _noise_floor(job: Job, report: dict[str, Any], backends: dict[str, Any], ref
         ref_call = (ref_kind.split("-", 1)[1], {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
     calls = {"reference": ref_call} | {b: (b, {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
                                        for b in bad}
-    with ThreadPoolExecutor(max_workers=len(calls)) as ex:
-        futs = {name: ex.submit(job.pool.get(kind).call, "float64", out=job.npz(f"f64-{name}"), **args)
-                for name, (kind, args) in calls.items()}
-        replies: dict[str, dict[str, Any]] = {}
-        for name, fut in futs.items():
+    # Scheduled through the memory budget like the verification (Pool.run): float64 doubles the weights.
+    jobs: dict[str, list[Callable[[Any], Any]]] = {}
+    names: dict[str, list[str]] = {}
+    for name, (kind, args) in calls.items():
+        jobs.setdefault(kind, []).append(
+            lambda w, name=name, args=args: w.call("float64", out=job.npz(f"f64-{name}"), **args))
+        names.setdefault(kind, []).append(name)
+    weight_bytes = 8 * int(report.get("ledger", {}).get("params_restored") or 0)
+    done = job.pool.run(jobs, weight_bytes)
+    if isinstance(report.get("memory"), dict):
+        report["memory"]["noise_schedule"] = job.pool.schedule
+    replies: dict[str, dict[str, Any]] = {}
+    for kind, futs in done.items():
+        for name, fut in zip(names[kind], futs):
             try:
                 replies[name] = fut.result()
             except WorkerError as exc:

@@ -36,6 +36,7 @@ class OpEntry:
     transform: str | None = None
     compose: str | None = None  # a k2to3.portable composition used instead of `keras` when a compose_args is true
     compose_args: tuple[str, ...] = ()
+    graph: str | None = None  # a k2to3.portable composition a rebuilt model graph uses instead of `keras`
     safety: str = "safe"
     notes: str = ""
     cases: tuple[dict[str, Any], ...] = ()
@@ -45,6 +46,13 @@ class OpEntry:
     def name(self) -> str:
         """Unique identifier (test results, known_failures): tf[0], or "backend." + k[0] for a K entry."""
         return self.tf[0] if self.tf else "backend." + self.k[0]
+
+    @property
+    def tensor_params(self) -> frozenset[str]:
+        """The keywords that take tensors (the differential cases pass them as tensors): a TFOpLambda stores a
+        constant tensor given there as a nested list, which becomes an array again before the keras.ops call."""
+        kinds = ("tensors", "ints", "bools", "sorted_ids", "consts")
+        return frozenset(k for c in self.cases for kind in kinds for k in c.get(kind, {}))
 
     @property
     def label(self) -> str:
@@ -146,7 +154,11 @@ def canonical_tf_name(name: str) -> str:
     -> its canonical name (reverse, math.log1p, math.rsqrt); unknown names are returned unchanged."""
     if name.startswith("compat.v2."):
         name = name[len("compat.v2."):]
-    return tf_aliases().get(name, name)
+    aliases = tf_aliases()
+    if name not in aliases and name.startswith("python.") and not name.startswith(("python.ops.", "python.framework.")):
+        # TF1's tensorflow.python namespace held the ops modules themselves (tf.python.math_ops.sqrt)
+        name = next((n for n in ("python.ops." + name[7:], "python.framework." + name[7:]) if n in aliases), name)
+    return aliases.get(name, name)
 
 
 def lookup(function: str) -> OpEntry:
@@ -170,6 +182,9 @@ def positional_to_keywords(entry: OpEntry, args: list[Any], kwargs: dict[str, An
     (params[0] is the first argument), ready for translate()."""
     if not entry.params:
         raise Untranslatable(f"{entry.label} has no params in rules/ops.toml")
+    star = next((i for i, p in enumerate(entry.params) if p.startswith("*")), None)
+    if star is not None:  # `*inputs` (tf.einsum): the positionals from there on, as one list
+        args = [*args[:star], list(args[star:])] if len(args) > star else list(args)
     if len(args) > len(entry.params):
         raise Untranslatable(f"{entry.label} takes at most {len(entry.params)} positional arguments "
                              f"({', '.join(entry.params)}), got {len(args)}")
@@ -297,6 +312,16 @@ def translate(entry: OpEntry, first: Any, kwargs: dict[str, Any]) -> dict[str, A
     if entry.transform:
         TRANSFORMS[entry.transform](out)
     return out
+
+
+def call_arguments(entry: OpEntry, out: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Translated keyword arguments -> (positional, keyword) for the call: the first argument positionally,
+    then a `*operands` list (keras.ops.einsum) spread after it; with no such list, everything by keyword."""
+    kw = dict(out)
+    star = next((k for k in kw if k.startswith("*")), None)
+    if star is None:
+        return [], kw
+    return [kw.pop(entry.first), *kw.pop(star)], kw
 
 
 def call_target(entry: OpEntry, out: dict[str, Any]) -> tuple[str, dict[str, Any]]:

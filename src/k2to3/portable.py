@@ -247,6 +247,46 @@ def matmul(x1, x2, transpose_a=False, transpose_b=False, adjoint_a=False, adjoin
     return ops.matmul(prep(x1, transpose_a, adjoint_a), prep(x2, transpose_b, adjoint_b))
 
 
+def norm(x, ord=None, axis=None, keepdims=False):
+    """keras.ops.norm for a model graph: a reloaded Norm node keeps its axis as a list, which jax cannot hash
+    (Keras 3.15), so the rebuilt graph spells the vector/Frobenius norm with sum/sqrt/abs/max nodes (TF computes
+    tf.norm the same way: sqrt(reduce_sum(x * x)))."""
+    if ord is None or ord == 2:  # 2 reaches here over one axis only (ops._norm_ord)
+        return ops.sqrt(ops.sum(ops.square(x), axis=axis, keepdims=keepdims))
+    if ord == 1:
+        return ops.sum(ops.abs(x), axis=axis, keepdims=keepdims)
+    if ord == float("inf"):
+        return ops.max(ops.abs(x), axis=axis, keepdims=keepdims)
+    if ord == float("-inf"):
+        return ops.min(ops.abs(x), axis=axis, keepdims=keepdims)
+    return ops.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+
+
+def one_hot(x, num_classes, axis=-1, dtype=None):
+    """keras.ops.one_hot for a model graph with TF's semantics on every backend: an index outside
+    [0, num_classes) is a row of zeros (torch's one_hot raises on one >= num_classes; negatives are zeros in
+    Keras 3 on every backend)."""
+    x = ops.where(ops.less(x, num_classes), x, -1)
+    return ops.one_hot(x, num_classes, axis=axis, dtype=dtype)
+
+
+def gather_nd(params, indices):
+    """tf.gather_nd (batch_dims=0) in keras.ops, which has no gather_nd: the first K axes of params (K = the
+    indices' last size) flattened row-major and indexed with the linear index. Needs K and params' axes 1..K-1
+    and after K static (the leading axis may be symbolic)."""
+    k = indices.shape[-1]
+    if not isinstance(k, int):
+        raise ValueError("gather_nd needs the indices' last dimension to be static")
+    shape = tuple(params.shape)
+    idx = ops.cast(indices, "int32")
+    linear = idx[..., k - 1]
+    stride = 1
+    for i in range(k - 2, -1, -1):
+        stride *= shape[i + 1]
+        linear = linear + idx[..., i] * stride
+    return ops.take(ops.reshape(params, (-1, *shape[k:])), linear, axis=0)
+
+
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
     return ops.square(ops.subtract(x1, x2))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import keras
+import numpy as np
 
 from . import ops as op_table
 from .errors import K2to3Error, NotPortable
@@ -30,6 +31,17 @@ def _first_line(exc: BaseException) -> str:
         if "Exception encountered:" in line:
             return line.split("Exception encountered:", 1)[1].strip()[:300]
     return (text[0] if text else type(exc).__name__)[:300]
+
+
+def _constant(value: Any) -> Any:
+    """A constant tensor argument tf_keras stored as a nested list -> the array TF made of it (float32 for
+    floats, int32 for ints: tf.convert_to_tensor's defaults)."""
+    if not isinstance(value, list) or not value:
+        return value
+    arr = np.asarray(value)
+    if arr.dtype.kind == "f":
+        return arr.astype("float32")
+    return arr.astype("int32") if arr.dtype.kind in "iu" else value
 
 
 def make_layer(spec: dict[str, Any]) -> keras.layers.Layer:
@@ -133,7 +145,10 @@ class GraphBuilder:
                 out = first[index]
             else:
                 entry = op_table.lookup(fn)
+                kwargs = {k: _constant(v) if k in entry.tensor_params else v for k, v in kwargs.items()}
                 name, call_kwargs = op_table.call_target(entry, op_table.translate(entry, first, kwargs))
+                if name == entry.keras and entry.graph:  # the keras.ops node would not reload on every backend
+                    name = entry.graph
                 target: Any = keras.ops
                 parts = name.split(".")
                 if parts[0] == "k2to3":  # a keras.ops composition k2to3 ships (k2to3.portable)
@@ -141,7 +156,8 @@ class GraphBuilder:
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
-                out = target(**call_kwargs)
+                positional, call_kwargs = op_table.call_arguments(entry, call_kwargs)
+                out = target(*positional, **call_kwargs)
         except op_table.Untranslatable as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
         except Exception as exc:

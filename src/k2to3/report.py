@@ -106,6 +106,11 @@ def output_notes(report: dict[str, Any]) -> list[str]:
         notes.append("every mismatch is within float32 noise: the float64 reruns agree and the error is at most "
                      "k times the float32 noise floor of the two sides; the exit code keeps the strict tolerance "
                      "(pass --atol with the min atol shown to accept it)")
+    nonfinite = (report.get("ledger") or {}).get("nonfinite") or []
+    if nonfinite:  # restored as stored (docs/security.md): say so where the user looks, not only in report.json
+        more = f" and {len(nonfinite) - 3} more" if len(nonfinite) > 3 else ""
+        notes.append(f"{len(nonfinite)} weight tensor(s) hold NaN or Inf, restored as stored: "
+                     f"{', '.join(nonfinite[:3])}{more} (ledger.nonfinite; docs/security.md)")
     for v in report.get("backends", {}).values():
         for o in v.get("outputs", []):
             if o.get("note") and f"output {o['index']}: {o['note']}" not in notes:

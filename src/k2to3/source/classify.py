@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import ops
+from . import keras3api
 
 TF = "tensorflow."
 TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tensorflow.compat.v1.keras.",
@@ -81,6 +82,14 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
     if name not in table:  # tf.compat.v2.x, tf.python.ops.math_ops.x, tf.compat.v1 aliases: the canonical name
         name = ops.canonical_tf_name(name)
     last = name.split(".")[-1]
+    v2 = _tf2_name(name) if name.startswith("compat.v1.") and name not in table and last not in TF1_ONLY else None
+    if v2 is not None:  # TF1's form of a plain op (compat.v1.math.argmax): not a graph API, say which op it is
+        entry = table.get(v2)
+        if entry is not None:
+            return Verdict("K2T103", f"tf.{name} is TensorFlow 1's signature of tf.{v2} (keras.ops.{entry.keras}); "
+                                     f"only the TF2 form is in rules/ops.toml: call tf.{v2} (then `fix` rewrites it)")
+        return Verdict("K2T103", f"tf.{name} is TensorFlow 1's signature of tf.{v2}, which has no keras.ops "
+                                 "equivalent; it ties the model to TensorFlow")
     if name in TF1_ONLY or (name.startswith("compat.v1.") and (last in TF1_ONLY or name not in table)):
         return Verdict("K2T204", f"tf.{name} is a TensorFlow 1 graph API")
     if name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
@@ -89,6 +98,16 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
     if entry is None:
         return Verdict("K2T103", f"tf.{name} has no keras.ops equivalent; it ties the model to TensorFlow")
     return _translate(entry, f"tf.{name}", call, "K2T101", "K2T102")
+
+
+def _tf2_name(v1: str) -> str | None:
+    """compat.v1.math.argmax -> math.argmax: the TF2 function a TF1 name is a form of, None if TF2 has no such
+    function (compat.v1.placeholder) or it is not a model op."""
+    name = ops.canonical_tf_name(v1[len("compat.v1."):])
+    known = ops.by_tf_name().keys() | set(ops.tf_aliases().values())
+    if name.startswith("compat.") or name not in known or name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
+        return None
+    return name
 
 
 def _backend(name: str, call: CallArgs) -> Verdict | None:
@@ -125,11 +144,16 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
     except ops.Untranslatable as exc:
         return Verdict(bad, f"{shown}: {exc}")
     target = name if name.startswith("k2to3.") else "keras.ops." + name
-    args: list[tuple[str | None, Any]] = [(None, out.pop(entry.first))]
+    keras_pos = keras3api.positional(target)
+    # the first argument goes by keyword where Keras's first positional parameter is another one (in_top_k)
+    first_kw = entry.first if keras_pos is not None and keras_pos[:1] != (entry.first,) else None
+    args: list[tuple[str | None, Any]] = [(first_kw, out.pop(entry.first))]
     order = [*entry.params[1:len(positional)], *keywords]
     for k in order:  # the caller's arguments in their order, then the defaults made explicit
         mapped = entry.args.get(k)
-        if mapped in out:
+        if mapped in out and mapped.startswith("*"):  # tf.einsum's operands: positional, after the first
+            args += [(None, v) for v in out.pop(mapped)]
+        elif mapped in out:
             args.append((mapped, out.pop(mapped)))
     args += list(out.items())
     return Verdict(ok, f"{shown} -> {target}", True, target, args)

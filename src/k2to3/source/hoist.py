@@ -97,6 +97,11 @@ class Resolution:
                 lc.update(function=lam["function"], arguments=lam["arguments"])
                 for key in ("function_type", "module", "output_shape", "output_shape_type", "output_shape_module"):
                     lc.pop(key, None)
+            cls = layer.get("class_name")
+            if isinstance(cls, str) and self.classes.get(cls.split(">")[-1], cls.split(">")[-1]) != cls.split(">")[-1]:
+                layer["class_name"] = self.classes[cls.split(">")[-1]]  # renamed: custom_objects={"Old": New}
+                layer.pop("registered_name", None)
+                layer.pop("module", None)
             for key in ACTIVATION_KEYS:
                 if (name, key) in self.activations:
                     lc[key] = self.activations[(name, key)]
@@ -378,8 +383,10 @@ class Resolver:
     def named(self, need: Need, kinds: tuple[str, ...]) -> str | None:
         name = need.fn_name or need.class_name or ""
         d = self.index.defs.get(name)
-        # a function stored by another name (golden_config points the Keras 2 reference at it too)
-        if (d is None or d.kind not in kinds) and need.kind == "function" and name in self.index.custom_objects:
+        # a function or class stored by another name (custom_objects={"OldName": NewClass}; golden_config points
+        # the Keras 2 reference at it too)
+        if (d is None or d.kind not in kinds) and need.kind in ("function", "class") \
+                and name in self.index.custom_objects:
             return self.by_custom_objects(need, name, kinds)
         if need.optional and (d is None or d.kind not in kinds):
             return None  # a k2to3 rule handles it

@@ -88,7 +88,16 @@ def _probe(model: Any, input_cls: type, flatten: Any) -> tuple[list[str], list[A
         if isinstance(layer, input_cls):
             continue
         try:
-            out = layer.output
+            if hasattr(layer, "layers") and hasattr(layer, "_inbound_nodes"):
+                # a nested model: `.output` is its own inner graph's (not connected to this model's inputs);
+                # take the node of its call here, the one whose outputs are not its inner outputs
+                inner = {id(t) for t in flatten(layer.outputs)}
+                calls = [n for n in layer._inbound_nodes if not {id(t) for t in flatten(n.outputs)} <= inner]
+                if len(calls) != 1:
+                    continue  # called several times (shared): ambiguous
+                out = calls[0].outputs
+            else:
+                out = layer.output
         except (AttributeError, ValueError, RuntimeError):
             continue  # shared layer (several nodes): its output is ambiguous
         for i, t in enumerate(flatten(out)):
