@@ -62,9 +62,12 @@ def _max_memory(text: str | None) -> int | None:
     )
 )
 def convert(
-    src: Annotated[Path, typer.Argument(help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a "
-                                        "tf.keras .keras archive or a SavedModel directory.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Keras 3 .keras file to write.")],
+    src: Annotated[list[str], typer.Argument(help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a "
+                                             "tf.keras .keras archive or a SavedModel directory; or a model store: "
+                                             "directories, several paths or fsspec URLs (s3://...), converted to "
+                                             "a mirrored tree under OUTPUT (docs/convert.md#stores).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="The Keras 3 .keras file to write (a directory or "
+                                        "URL for a store).")],
     report_dir: Annotated[Path | None, typer.Option(help="Where to write report.json and report.md "
                                                          "[default: OUTPUT's name + '.report/']")] = None,
     input_npz: Annotated[Path | None, typer.Option("--input", help="Inputs to compare on (.npz: in0, in1, ...) "
@@ -82,8 +85,24 @@ def convert(
         "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
         "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
     max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP)] = None,
+    src_root: Annotated[Path | None, typer.Option("--src-root", help="Store: also look for each artifact's "
+                                                  "Lambda/custom code in the .py files under this tree.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Store: artifacts converted at a time (local).")] = 1,
+    executor: Annotated[str, typer.Option("--executor", help="Store: local or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Store with --executor ray: auto or "
+                                                    "ray://host:10001 [default: a local Ray]")] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
+    from .store import is_url
+
+    if len(src) > 1 or is_url(src[0]) or Path(src[0]).is_dir() or is_url(output):
+        from .batchcli import convert_store
+
+        convert_store(src, output, backends=backends, rtol=rtol, atol=atol, trust_bytecode=trust_bytecode,
+                      max_memory=_max_memory(max_memory), src_root=src_root, jobs=jobs, executor=executor,
+                      ray_address=ray_address, single_only={"--src": src_files, "--input": input_npz,
+                                                            "--report-dir": report_dir, "--json": as_json})
+    src, output = Path(src[0]), Path(output)  # type: ignore[assignment]
     from .convert import NotPortableReport, Options
     from .convert import convert as run
     from .report import write
