@@ -22,9 +22,9 @@ from . import __version__, store
 from .errors import Exit, InputError, K2to3Error
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).
-OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "error")
+OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "invalid", "error")
 OUTCOME_EXIT = {"parity": Exit.PARITY, "tf_only": Exit.NOT_PORTABLE, "not_portable": Exit.NOT_PORTABLE,
-                "mismatch": Exit.MISMATCH, "error": Exit.INTERNAL}
+                "mismatch": Exit.MISMATCH, "invalid": Exit.USAGE, "error": Exit.INTERNAL}
 BATCH_CACHE = ".k2to3-batch-cache.json"
 AUDIT_CACHE = ".k2to3-audit-cache.json"  # audit.ResultCache's file and key format
 
@@ -218,6 +218,10 @@ def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
             except NotPortableReport as exc:
                 rep = exc.report
                 result.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE), reason=exc.line())
+            if store.is_url(item["input"]):  # the report names the store's object, not the staged copy
+                rep["input"]["path"] = item["input"]
+            if store.is_url(out_loc) and rep.get("output"):
+                rep["output"]["path"] = out_loc
             write(rep, rdir)
             if store.is_url(out_loc):
                 if out.exists():
@@ -229,8 +233,9 @@ def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
             result["module"] = None if not result.get("module") else (
                 store.join(posixpath.dirname(out_loc) if store.is_url(out_loc) else str(Path(out_loc).parent),
                            Path(result["module"]).name))
-        except K2to3Error as exc:
-            result.update(verdict="error", exit_code=int(exc.code), reason=exc.line())
+        except K2to3Error as exc:  # a hostile or malformed file is "invalid" (exit 2), a k2to3 failure "error"
+            result.update(verdict="invalid" if exc.code == Exit.USAGE else "error", exit_code=int(exc.code),
+                          reason=exc.line())
         except OSError as exc:  # the store went away, a disk filled up: this artifact's error, not the batch's
             result.update(verdict="error", exit_code=int(Exit.INTERNAL), reason=f"{type(exc).__name__}: {exc}")
     result["seconds"] = round(time.perf_counter() - t0, 3)
@@ -287,3 +292,99 @@ def summary(inputs: list[str], items: list[dict[str, Any]], results: dict[str, d
         "cached": sum(1 for a in artifacts if a["verify"].get("cached")),
         "exit_code": int(OUTCOME_EXIT[worst_outcome]) if worst_outcome else 0,
     }
+
+
+# -- audit: the same executors and stores for `audit --verify` -------------------------------------------------
+
+def verify_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
+    """audit --verify of one artifact (audit.verify_one) wherever the executor runs it, staged if remote."""
+    from .audit import verify_one
+
+    with store.Staging() as staging:
+        try:
+            local = staging.local(item["input"])
+            sources = tuple(str(staging.local(x, f"src/{i}/{posixpath.basename(x)}"))
+                            for i, x in enumerate(item["sources"]))
+        except OSError as exc:
+            return {"converted": False, "verdict": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        return verify_one(local, Path(item["out_dir"]), pool, sources)
+
+
+def verify_rows(rows: list[dict[str, Any]], out_dir: Path, executor: Any,
+                progress: Callable[[int, int, str], None] | None = None) -> None:
+    """Set row["verify"] for every audit row: from audit's cache (.k2to3-audit-cache.json, keyed by tool version
+    and content hash, whichever executor filled it) or by running verify_item on `executor`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cache = StoreCache(str(out_dir), AUDIT_CACHE)
+    todo, n = [], len(rows)
+    for row in rows:
+        key = f"{__version__}:{row['sha256']}" if row.get("sha256") else None
+        hit = cache.get(key) if key else None
+        if hit is not None:
+            row["verify"] = {**hit, "cached": True}
+        elif row["kind"] not in ("hdf5", "zip", "savedmodel"):
+            row["verify"] = {"converted": False, "verdict": "not_portable", "reason": row.get("reason")}
+        else:
+            todo.append({"rel": row.get("rel", row["path"]), "input": row["path"], "key": key, "row": row,
+                         "sources": list(row.get("src", ())), "out_dir": str(out_dir)})
+    finished = n - len(todo)
+
+    def done(item: dict[str, Any], result: dict[str, Any]) -> None:
+        nonlocal finished
+        if "verify" in item["row"]:  # reported once
+            return
+        item["row"]["verify"] = result
+        if item["key"] and result.get("verdict") != "error":
+            cache.put(item["key"], result)
+        finished += 1
+        if progress:
+            progress(finished, n, item["input"])
+
+    if progress:
+        progress(finished, n, "")
+    executor.run(verify_item, [{k: v for k, v in i.items() if k != "row"} | {"_id": j} for j, i in enumerate(todo)],
+                 lambda it, res: done(todo[it["_id"]], res))
+
+
+def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: Any = None,
+               progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """`audit s3://...`: audit's report for stores behind URLs, each artifact staged alone while it is read."""
+    from .audit import VERDICTS, WORST
+    from .source.files import Config
+    from .source.run import lint_paths
+
+    with store.Staging() as staging:
+        artifacts: list[dict[str, Any]] = []
+        lint = None
+        for url in urls:
+            entries = store.discover(url)
+            artifacts += _static_rows(entries, None, staging)
+            for row in artifacts:  # staged source paths back to their URLs (a worker stages its own copy)
+                if row.get("src"):
+                    row["src"] = _source_locations(row["src"], entries, url, staging)
+            staged = staging.dir / "in" / "src"
+            py = sorted(staged.rglob("*.py")) if staged.is_dir() else []
+            lint = lint_paths(py, Config()) if py else lint
+        sources: dict[str, Counter] = {}
+        if lint:
+            for f in lint.findings:
+                name = store.join(urls[0], Path(f.path).relative_to(staged).as_posix())
+                sources.setdefault(name, Counter())[f.code] += 1
+    report: dict[str, Any] = {
+        "schema": "k2to3.audit/1", "k2to3_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "paths": list(urls),
+        "artifacts": artifacts, "sources": {p: dict(c) for p, c in sorted(sources.items())},
+        "rule_totals": dict(Counter(f.code for f in lint.findings).most_common()) if lint else {},
+        "noqa_debt": {"lines": lint.suppressed, "files": lint.files_suppressed} if lint else {"lines": 0, "files": 0},
+        "n_source_files": lint.files if lint else 0,
+    }
+    if verify:
+        if executor is None:
+            from .executors.local import LocalExecutor
+
+            executor = LocalExecutor()
+        verify_rows(artifacts, out_dir, executor, progress)
+    worst = max((WORST[a["verdict"]] for a in artifacts), default=0)
+    report["worst_verdict"] = VERDICTS[worst] if artifacts else None
+    report["totals"] = dict(Counter(a["verdict"] for a in artifacts))
+    return report

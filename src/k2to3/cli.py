@@ -264,18 +264,29 @@ def fix(
     )
 )
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Directories or files: model stores, repositories.")],
+    paths: Annotated[list[str], typer.Argument(help="Directories or files: model stores, repositories; or fsspec "
+                                               "URLs (s3://bucket/models/, gs://..., file://...).")],
     out_dir: Annotated[Path, typer.Option("-o", "--output", help="Where the reports go.")] = Path("k2to3-audit"),
     fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
     verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
                                                           "results cached by content hash: resumable).")] = False,
     max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP + " With --verify.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="With --verify: local (warm workers on this machine) "
+                                          "or ray (docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: auto or "
+                                                    "ray://host:10001 [default: a local Ray]")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="With --verify --executor local: artifacts at a "
+                                      "time.")] = 1,
 ) -> None:
     """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
 
     from .audit import VERDICTS, run_audit
     from .auditreport import write
+    from .store import is_url
+
+    urls = [p for p in paths if is_url(p)]
+    paths = [Path(p) for p in paths if not is_url(p)]  # type: ignore[misc]
 
     formats = [f.strip() for f in fmt.split(",") if f.strip()]
     bad = [f for f in formats if f not in ("md", "html", "json")]
@@ -285,6 +296,14 @@ def audit(
     if missing:
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
     budget = _max_memory(max_memory)
+    ex = None
+    if verify and (executor != "local" or jobs > 1 or urls):
+        from . import executors
+
+        try:
+            ex = executors.make(executor, jobs=jobs, max_memory=budget, ray_address=ray_address)
+        except K2to3Error as exc:
+            _fail(exc)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("auditing", total=None)
 
@@ -292,7 +311,17 @@ def audit(
             bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
 
         try:
-            rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget)
+            if urls:
+                from .batch import audit_urls
+
+                if paths:
+                    _fail(K2to3Error("audit takes either local paths or URLs, not both",
+                                     hint="audit them in two runs"))
+                rep = audit_urls(urls, out_dir, verify=verify, executor=ex, progress=progress)
+            else:
+                rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget, executor=ex)
+        except K2to3Error as exc:
+            _fail(exc)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
             raise typer.Exit(130) from None
