@@ -6,8 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,22 +30,47 @@ def digest(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
+    """Interrupted with Ctrl-C once an artifact is recorded, then run again to the end."""
     root = tmp_path_factory.mktemp("batch")
     store = make_tree(root / "store")
     before = digest(store)
-    first = k2to3("convert", str(store), "-o", str(root / "out"), "--backends", "tensorflow", "--jobs", "2")
-    return root, store, before, first
+    cmd = [sys.executable, "-m", "k2to3", "convert", str(store), "-o", str(root / "out"), "--backends",
+           "tensorflow", "--jobs", "2"]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cache = root / "out" / ".k2to3-batch-cache.json"
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None:
+        if cache.exists() and json.loads(cache.read_text() or "{}"):
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=300)
+    interrupted = {"code": proc.returncode, "stderr": stderr, "done": len(json.loads(cache.read_text())),
+                   "partial": [p.name for p in (root / "out").rglob("*partial*")]}
+    first = k2to3(*cmd[3:])
+    return root, store, before, first, interrupted
+
+
+@pytest.mark.slow
+def test_interrupted_store_resumes(converted):
+    *_, r, interrupted = converted
+    assert interrupted["code"] == 130, interrupted["stderr"][-2000:]
+    assert "run the same command to resume" in interrupted["stderr"] and "Traceback" not in interrupted["stderr"]
+    assert interrupted["partial"] == []  # no partial .keras left by the artifacts in flight
+    assert 1 <= interrupted["done"] < N_ARTIFACTS
+    assert r.returncode == 3, r.stderr[-3000:]
 
 
 @pytest.mark.slow
 def test_store_converted_to_a_mirrored_tree(converted):
-    root, store, before, r = converted
+    root, store, before, r, interrupted = converted
     assert r.returncode == 3, r.stderr[-3000:]  # worst verdict: not_portable (blocked/payload.h5)
     out = root / "out"
     assert {p.relative_to(out).as_posix() for p in out.rglob("*.keras") if p.is_file()} == OUTPUTS
     assert (out / "lam" / "lambda_activation_k3.py").is_file()  # the generated module beside its .keras
     rep = json.loads((out / "store-report.json").read_text())
-    assert len(rep["artifacts"]) == N_ARTIFACTS and rep["exit_code"] == 3 and rep["cached"] == 0
+    assert len(rep["artifacts"]) == N_ARTIFACTS and rep["exit_code"] == 3
+    assert rep["cached"] == interrupted["done"]  # what the interrupted run finished is not converted again
     got = {a["rel"]: a["verify"]["verdict"] for a in rep["artifacts"]}
     assert got == EXPECTED
     for a in rep["artifacts"]:  # every artifact has its own report, the blocked one too
@@ -58,7 +85,7 @@ def test_store_converted_to_a_mirrored_tree(converted):
 
 @pytest.mark.slow
 def test_rerun_converts_nothing(converted):
-    root, store, _, _ = converted
+    root, store, *_ = converted
     out = root / "out"
     keras_before = digest(out)
     r = k2to3("convert", str(store), "-o", str(out), "--backends", "tensorflow")
