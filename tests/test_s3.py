@@ -107,3 +107,15 @@ def test_audit_verify_of_a_bucket(s3):
     rep = json.loads((root / "verify" / "audit.json").read_text())
     assert rep["artifacts"][0]["verify"]["verdict"] == "parity"
     assert json.loads((root / "verify" / ".k2to3-audit-cache.json").read_text())
+
+
+def test_missing_bucket_and_missing_credentials_are_one_line_errors(s3):
+    _, env, root = s3
+    r = k2to3(env, "audit", "s3://no-such-bucket/models", "-o", str(root / "none"))
+    assert r.returncode == 2 and "s3://no-such-bucket/models" in r.stderr and "Traceback" not in r.stderr
+    bare = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+    bare.update(AWS_ENDPOINT_URL=env["AWS_ENDPOINT_URL"], AWS_SHARED_CREDENTIALS_FILE=str(root / "none.ini"),
+                AWS_CONFIG_FILE=str(root / "none.ini"), AWS_EC2_METADATA_DISABLED="true")
+    r = k2to3(bare, "convert", "s3://models/store", "-o", str(root / "nocreds"))
+    assert r.returncode == 2 and "credentials" in r.stderr and "Traceback" not in r.stderr
+    assert not (root / "nocreds").exists()

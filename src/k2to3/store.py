@@ -78,6 +78,10 @@ def discover(root: str) -> list[Entry]:
     except FileNotFoundError:
         raise InputError(f"{root}: no such store", hint="check the URL and the credentials in the environment") \
             from None
+    except Exception as exc:  # botocore/gcsfs errors (no credentials, access denied, no endpoint) share no base
+        raise InputError(f"{root}: cannot list the store ({type(exc).__name__}: {str(exc)[:200]})",
+                         hint="set the filesystem's usual credentials in the environment (docs/scale.md#storage)"
+                         ) from None
     if not found and fs.isfile(base):  # a single artifact named by URL
         found = {base: fs.info(base)}
         base = posixpath.dirname(base)
