@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from store_tree import EXPECTED, N_ARTIFACTS, make_tree
@@ -16,6 +17,7 @@ from store_tree import EXPECTED, N_ARTIFACTS, make_tree
 ray = pytest.importorskip("ray")
 
 from k2to3 import batch  # noqa: E402
+from k2to3.audit import run_audit  # noqa: E402
 from k2to3.executors.local import LocalExecutor  # noqa: E402
 from k2to3.executors.ray import RayExecutor  # noqa: E402
 
@@ -51,10 +53,18 @@ def test_local_ray_with_two_cpus_matches_the_local_pool(tree):
         # The cache is the output store's, whichever executor filled it: both reruns convert nothing.
         again = convert(store, root / "out-ray", RayExecutor(backends=SETTINGS.backends))
         assert again["cached"] == N_ARTIFACTS and outcome(again) == expected
+        # audit --verify --executor ray: the same actors, and audit's own cache ...
+        audited = run_audit([store / "a"], root / "audit", verify=True, executor=RayExecutor())
+        verified = {Path(a["path"]).name: a["verify"] for a in audited["artifacts"]}
+        assert {n: v["verdict"] for n, v in verified.items()} == {"fm19_hard_sigmoid.h5": "parity",
+                                                                   "model.bin": "parity"}
     finally:
         ray.shutdown()
     again = convert(store, root / "out-ray", LocalExecutor(backends=SETTINGS.backends))
     assert again["cached"] == N_ARTIFACTS and outcome(again) == expected
+    # ... which the plain local audit (its own pool, no executor) reads: nothing is verified again.
+    audited = run_audit([store / "a"], root / "audit", verify=True)
+    assert all(a["verify"].get("cached") for a in audited["artifacts"])
 
 
 @pytest.fixture(scope="module")
