@@ -220,7 +220,7 @@ def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = 
 
 
 def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: Any = None,
-              max_memory: int | None = None) -> dict[str, Any]:
+              max_memory: int | None = None, executor: Any = None) -> dict[str, Any]:
     tree = walk(paths)
     defs = _definitions(tree.sources)
     py = [p for p in tree.sources if p.suffix == ".py"]
@@ -244,7 +244,11 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
         "noqa_debt": {"lines": lint.suppressed, "files": lint.files_suppressed} if lint else {"lines": 0, "files": 0},
         "n_source_files": lint.files if lint else 0,
     }
-    if verify:
+    if verify and executor is not None:  # an executor of executors/ (local or ray); same cache
+        from .batch import verify_rows
+
+        verify_rows(artifacts, out_dir, executor, progress)
+    elif verify:
         from .workers.pool import Pool
 
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -62,9 +62,12 @@ def _max_memory(text: str | None) -> int | None:
     )
 )
 def convert(
-    src: Annotated[Path, typer.Argument(help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a "
-                                        "tf.keras .keras archive or a SavedModel directory.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="The Keras 3 .keras file to write.")],
+    src: Annotated[list[str], typer.Argument(help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a "
+                                             "tf.keras .keras archive or a SavedModel directory; or a model store: "
+                                             "directories, several paths or fsspec URLs (s3://...), converted to "
+                                             "a mirrored tree under OUTPUT (docs/convert.md#stores).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="The Keras 3 .keras file to write (a directory or "
+                                        "URL for a store).")],
     report_dir: Annotated[Path | None, typer.Option(help="Where to write report.json and report.md "
                                                          "[default: OUTPUT's name + '.report/']")] = None,
     input_npz: Annotated[Path | None, typer.Option("--input", help="Inputs to compare on (.npz: in0, in1, ...) "
@@ -85,8 +88,25 @@ def convert(
     config: Annotated[Path | None, typer.Option(
         "--config", help="The model.to_json() / to_yaml() architecture of a save_weights SRC (found alone when it "
         "sits beside SRC: x.json + x.h5 or x_weights.h5, model.json + weights.h5).")] = None,
+    src_root: Annotated[Path | None, typer.Option("--src-root", help="Store: also look for each artifact's "
+                                                  "Lambda/custom code in the .py files under this tree.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Store: artifacts converted at a time (local).")] = 1,
+    executor: Annotated[str, typer.Option("--executor", help="Store: local or ray.")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="Store with --executor ray: auto or "
+                                                    "ray://host:10001 [default: a local Ray]")] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
+    from .store import is_url
+
+    if len(src) > 1 or is_url(src[0]) or Path(src[0]).is_dir() or is_url(output):
+        from .batchcli import convert_store
+
+        convert_store(src, output, backends=backends, rtol=rtol, atol=atol, trust_bytecode=trust_bytecode,
+                      max_memory=_max_memory(max_memory), src_root=src_root, jobs=jobs, executor=executor,
+                      ray_address=ray_address, single_only={"--src": src_files, "--input": input_npz,
+                                                            "--report-dir": report_dir, "--json": as_json,
+                                                            "--config": config})
+    src, output = Path(src[0]), Path(output)  # type: ignore[assignment]
     from .convert import NotPortableReport, Options
     from .convert import convert as run
     from .report import write
@@ -248,18 +268,29 @@ def fix(
     )
 )
 def audit(
-    paths: Annotated[list[Path], typer.Argument(help="Directories or files: model stores, repositories.")],
+    paths: Annotated[list[str], typer.Argument(help="Directories or files: model stores, repositories; or fsspec "
+                                               "URLs (s3://bucket/models/, gs://..., file://...).")],
     out_dir: Annotated[Path, typer.Option("-o", "--output", help="Where the reports go.")] = Path("k2to3-audit"),
     fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
     verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
                                                           "results cached by content hash: resumable).")] = False,
     max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP + " With --verify.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="With --verify: local (warm workers on this machine) "
+                                          "or ray (docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: auto or "
+                                                    "ray://host:10001 [default: a local Ray]")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="With --verify --executor local: artifacts at a "
+                                      "time.")] = 1,
 ) -> None:
     """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
 
     from .audit import VERDICTS, run_audit
     from .auditreport import write
+    from .store import is_url
+
+    urls = [p for p in paths if is_url(p)]
+    paths = [Path(p) for p in paths if not is_url(p)]  # type: ignore[misc]
 
     formats = [f.strip() for f in fmt.split(",") if f.strip()]
     bad = [f for f in formats if f not in ("md", "html", "json")]
@@ -269,6 +300,14 @@ def audit(
     if missing:
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
     budget = _max_memory(max_memory)
+    ex = None
+    if verify and (executor != "local" or jobs > 1 or urls):
+        from . import executors
+
+        try:
+            ex = executors.make(executor, jobs=jobs, max_memory=budget, ray_address=ray_address)
+        except K2to3Error as exc:
+            _fail(exc)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("auditing", total=None)
 
@@ -276,7 +315,17 @@ def audit(
             bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
 
         try:
-            rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget)
+            if urls:
+                from .batch import audit_urls
+
+                if paths:
+                    _fail(K2to3Error("audit takes either local paths or URLs, not both",
+                                     hint="audit them in two runs"))
+                rep = audit_urls(urls, out_dir, verify=verify, executor=ex, progress=progress)
+            else:
+                rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget, executor=ex)
+        except K2to3Error as exc:
+            _fail(exc)
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
             raise typer.Exit(130) from None
