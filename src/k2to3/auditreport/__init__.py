@@ -18,11 +18,12 @@ def write(rep: dict[str, Any], out_dir: Path, formats: list[str]) -> list[Path]:
     """Write audit.{json,md,html} for run_audit's report; each file goes through a temporary name, so a failure
     leaves no partial report."""
     model = build(rep)
+    indent = 2 if len(model["artifacts"]) <= 1000 else None  # json's C encoder: a store's report in a second
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
         p = out_dir / f"audit.{fmt}"
-        text = {"json": lambda: json.dumps(model, indent=2, default=str) + "\n", "md": lambda: to_markdown(model),
+        text = {"json": lambda: json.dumps(model, indent=indent, default=str) + "\n", "md": lambda: to_markdown(model),
                 "html": lambda: to_html(model)}[fmt]()
         tmp = p.with_name(p.name + ".tmp")
         tmp.write_text(text)

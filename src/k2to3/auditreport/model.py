@@ -34,17 +34,15 @@ def audit_root(paths: list[str]) -> Path:
     """The directory artifact paths are shown relative to: the one audited directory, else their common parent."""
     dirs = [Path(p) if Path(p).is_dir() else Path(p).parent for p in paths] or [Path(".")]
     try:
-        return Path(os.path.commonpath([str(d.resolve()) for d in dirs]))
+        return Path(os.path.commonpath([os.path.abspath(d) for d in dirs]))
     except ValueError:  # different drives
-        return dirs[0].resolve()
+        return Path(os.path.abspath(dirs[0]))
 
 
 def relpath(path: str, root: Path) -> str:
-    p = Path(path).resolve()
-    try:
-        return str(p.relative_to(root))
-    except ValueError:
-        return str(path)
+    p = os.path.abspath(path)  # not resolve(): no symlink walk per row of a 10,000-artifact store
+    r = str(root)
+    return p[len(r):].lstrip(os.sep) if p.startswith(r.rstrip(os.sep) + os.sep) else str(path)
 
 
 def causes(a: dict[str, Any]) -> list[tuple[str, str | None, str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ vertical-align:top}th{background:#f3f3f3}th[data-key]{cursor:pointer}th[aria-sor
 th[aria-sort=descending]::after{content:" \\25bc"}.portable{color:#137333}.with-source{color:#a56200}
 .tf-only{color:#8e24aa}.blocked{color:#b3261e}code{font-size:12px}.cards{display:flex;gap:1em;flex-wrap:wrap}
 .card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;background:#fafafa}.card b{font-size:20px}
-.note{background:#fff8e1;border-left:4px solid #f9a825;padding:.4em .8em}.controls{margin:.4em 0}
-.controls *{margin-right:.5em}svg{background:#fafafa;border:1px solid #ddd}.muted{color:#666}
+.verdict-chart{margin-top:.6em}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:.4em .8em}
+.controls{margin:.4em 0}.controls *{margin-right:.5em}svg{background:#fafafa;border:1px solid #ddd}.muted{color:#666}
 .js #artifacts tbody tr:nth-child(n+101),.js #sources tbody tr:nth-child(n+101){display:none}"""
 
 SCRIPT = """(function(){
@@ -54,6 +55,11 @@ function grid(id,filters){var t=document.getElementById(id);if(!t)return;var tb=
   recs.sort(function(a,b){var x=ks.get(a),y=ks.get(b),c=x<y?-1:x>y?1:0;return desc?-c:c});apply()})});
  render()}
 grid('artifacts');grid('sources');window.auditReady=performance.now()})();""".replace("@PAGE@", str(PAGE))
+
+
+def _inline_code(text: str) -> str:
+    """Escaped text with its `backquoted` parts as <code> (the rules' docs text is Markdown)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", e(text))
 
 
 def _cls(verdict: str) -> str:
@@ -94,7 +100,7 @@ def verdict_chart(counts: dict[str, int], width: int = 560) -> str:
 
 def _href(path_line: str) -> str:
     path = path_line.rsplit(":", 1)[0] if path_line.rsplit(":", 1)[-1].isdigit() else path_line
-    return Path(path).resolve().as_uri() if Path(path).is_absolute() else e(path)
+    return e(Path(path).as_uri()) if Path(path).is_absolute() else e(path)
 
 
 def _docs_href(anchor: str | None) -> str:
@@ -163,8 +169,9 @@ def to_html(m: dict[str, Any]) -> str:
             f"<code>{e(m['root'])}</code>.</p>")
     blk = "".join(f"<tr><td>{b['artifacts']}</td><td>{e(b['label'])}</td><td>"
                   + (f"<a href='{_docs_href(b['docs'])}'>{e(b['code'])}</a>" if b["docs"] else "")
-                  + f"</td><td>{e(b['action'])}</td><td>{'<br>'.join(f'<code>{e(x)}</code>' for x in b['examples'])}"
-                  f"</td></tr>" for b in m["blockers"][:25])
+                  + f"</td><td>{_inline_code(b['action'])}</td><td>"
+                  + "<br>".join(f"<code>{e(x)}</code>" for x in b["examples"]) + "</td></tr>"
+                  for b in m["blockers"][:25])
     blockers = ("<h2>Top blockers</h2><table id='blockers'><thead><tr><th>artifacts</th><th>cause</th><th>rule</th>"
                 f"<th>what unblocks them</th><th>e.g.</th></tr></thead><tbody>{blk}</tbody></table>"
                 if m["blockers"] else "<h2>Top blockers</h2><p>None: every artifact is portable.</p>")
