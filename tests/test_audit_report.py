@@ -145,3 +145,23 @@ def test_10k_artifact_report_in_chromium(tmp_path):
         browser.close()
     print(f"screenshot: {shot}")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_causes_of_real_fixtures(tmp_path):
+    """Blocking causes of the real bad and --src fixtures: a Lambda inside a .keras archive is not unblocked by
+    source (convert refuses it), a weights-only file needs its build function named."""
+    import shutil
+
+    for name in ("archive_lambda.keras", "weights_only.h5", "tf_only.h5"):
+        shutil.copy(FIXTURES / "src_models" / name, tmp_path / name)
+    shutil.copy(FIXTURES / "bad" / "unknown_layer.h5", tmp_path / "unknown_layer.h5")
+    write(run_audit([tmp_path], tmp_path / "out"), tmp_path / "out", ["json"])
+    m = json.loads((tmp_path / "out" / "audit.json").read_text())
+    got = {a["relpath"]: (a["verdict"], a["causes"]) for a in m["artifacts"]}
+    assert got == {"archive_lambda.keras": ("blocked", ["archive-lambda"]),
+                   "tf_only.h5": ("tf-only", ["K2T904:tf.math.cumsum(exclusive=True)"]),
+                   "unknown_layer.h5": ("blocked", ["K2T902:MyUnknownLayer"]),
+                   "weights_only.h5": ("blocked", ["weights-only"])}
+    by = {b["cause"]: b for b in m["blockers"]}
+    assert "save it as .h5" in by["archive-lambda"]["action"]
+    assert by["K2T904:tf.math.cumsum(exclusive=True)"]["docs"] == "docs/rules.md#k2t904"

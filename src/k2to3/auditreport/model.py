@@ -55,8 +55,11 @@ def causes(a: dict[str, Any]) -> list[tuple[str, str | None, str]]:
     if verdict == "tf-only":
         op = reason.split(" ")[0] if reason.startswith("tf.") else None
         return [(f"K2T904:{op or ''}", "K2T904", f"TF-only op {op}" if op else "TF-only op")]
+    needs = a.get("needs") or []
+    if a.get("kind") in ("zip", "savedmodel") and any(n.get("code") in ("K2T901", "K2T903") for n in needs):
+        return [("archive-lambda", "K2T901", "Lambda in a .keras archive or SavedModel")]  # --src cannot help
     out: list[tuple[str, str | None, str]] = []
-    for n in a.get("needs") or []:
+    for n in needs:
         code, obj = n.get("code"), n.get("object")
         label = {"K2T901": "Lambda bytecode with no matching source", "K2T902": f"unknown class {obj}",
                  "K2T903": f"custom function {obj}"}.get(code, _title(code))
