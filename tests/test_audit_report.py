@@ -59,7 +59,7 @@ def test_summary_blockers_and_next_commands(small):
                                 "-o team-00/models/project-00/model-00000_k3.keras")
     custom = next(a for a in m["artifacts"] if a["verdict"] == "portable with source")
     assert re.search(r" --src team-0[0-2]/train/train\.py$", custom["next"])
-    assert custom["custom_sources"] and re.fullmatch(r".*/train/train\.py:\d+", custom["custom_sources"][0])
+    assert re.fullmatch(r"team-0[0-2]/train/train\.py:\d+", custom["custom_sources"][0])
     assert all(a["next"] is None for a in arts.values()
                if a["verdict"] == "blocked" and a["causes"] != ["weights-only"])
     assert all(a["next"].endswith(" --src SCRIPT.py:BUILD_FUNCTION") for a in arts.values()
@@ -81,6 +81,7 @@ def test_markdown_and_html_carry_the_same_facts(small):
     html = (out / "audit.html").read_text()
     assert "http" not in html and "<table id='artifacts'>" in html
     assert html.count("<tr><td><code>team-") == 40 + 5  # every row is a plain table row (works without script)
+    assert "<a href='file:///" in html and "/train/train.py'><code>team-0" in html  # clickable path:line
     assert f"<b id='sum-needs-person'>{s['needs_person']}</b>" in html and "class=\"verdict-chart\"" in html
 
 

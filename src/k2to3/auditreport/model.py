@@ -114,10 +114,14 @@ def next_command(a: dict[str, Any], rel: str, root: Path) -> str | None:
     return None
 
 
-def custom_sources(a: dict[str, Any]) -> list[str]:
-    """path:line of each definition the artifact's custom objects come from."""
+def custom_sources(a: dict[str, Any], root: Path) -> list[str]:
+    """path:line (relative to the audited root) of each definition the artifact's custom objects come from."""
     found = [o.get("source") for o in a.get("source_objects") or []] + [n.get("source") for n in a.get("needs") or []]
-    return list(dict.fromkeys(s for s in found if s))
+    out = []
+    for s in dict.fromkeys(s for s in found if s):
+        path, _, line = s.rpartition(":")
+        out.append(f"{relpath(path, root)}:{line}" if path and line.isdigit() else s)
+    return out
 
 
 def _worst_error(v: dict[str, Any]) -> float | None:
@@ -137,7 +141,7 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         cs = causes(a)
         row = {**a, "relpath": rel, "evidence": "verified" if v else "static",
                "worst_error": _worst_error(v) if v else None, "next": next_command(a, rel, root),
-               "custom_sources": custom_sources(a), "causes": [k for k, _, _ in cs], "effort": len(cs)}
+               "custom_sources": custom_sources(a, root), "causes": [k for k, _, _ in cs], "effort": len(cs)}
         arts.append(row)
         for key, code, label in cs:
             b = blockers.setdefault(key, {"cause": key, "code": code, "label": label, "artifacts": 0,

@@ -98,9 +98,10 @@ def verdict_chart(counts: dict[str, int], width: int = 560) -> str:
             f'aria-label="artifacts per verdict">{"".join(bars)}</svg>')
 
 
-def _href(path_line: str) -> str:
+def _href(path_line: str, root: str) -> str:
+    """file: link to a root-relative path:line (browsers cannot open a line; the text shows it)."""
     path = path_line.rsplit(":", 1)[0] if path_line.rsplit(":", 1)[-1].isdigit() else path_line
-    return e(Path(path).as_uri()) if Path(path).is_absolute() else e(path)
+    return e((Path(root) / path).as_uri())
 
 
 def _docs_href(anchor: str | None) -> str:
@@ -121,7 +122,7 @@ def _controls(table: str, verdict_col: int | None) -> str:
             f"</button><span class='count muted'></span></div>")
 
 
-def _artifact_row(a: dict[str, Any]) -> str:
+def _artifact_row(a: dict[str, Any], root: str) -> str:
     v = a.get("verify") or {}
     plots = "".join(f"<div>{e(b)}: first divergent layer <code>{e(str(fd))}</code><br>"
                     f"{layer_plot(v.get('layer_errors', {}).get(b, []))}</div>"
@@ -133,7 +134,7 @@ def _artifact_row(a: dict[str, Any]) -> str:
                     + (f", worst error {err:.1e}" if err is not None else ""))
     else:
         evidence = "static (prediction)"
-    srcs = "<br>".join(f"<a href='{_href(s)}'><code>{e(s)}</code></a>" for s in a.get("custom_sources", []))
+    srcs = "<br>".join(f"<a href='{_href(s, root)}'><code>{e(s)}</code></a>" for s in a.get("custom_sources", []))
     cmd = f"<code>{e(a['next'])}</code>" if a.get("next") else "<span class='muted'>blocked: see top blockers</span>"
     rules = ", ".join(f"{k}×{n}" for k, n in a.get("rules", {}).items())
     return (f"<tr><td><code>{e(a['relpath'])}</code></td><td class='{_cls(a['verdict'])}'>{e(a['verdict'])}</td>"
@@ -175,7 +176,7 @@ def to_html(m: dict[str, Any]) -> str:
     blockers = ("<h2>Top blockers</h2><table id='blockers'><thead><tr><th>artifacts</th><th>cause</th><th>rule</th>"
                 f"<th>what unblocks them</th><th>e.g.</th></tr></thead><tbody>{blk}</tbody></table>"
                 if m["blockers"] else "<h2>Top blockers</h2><p>None: every artifact is portable.</p>")
-    arts = "".join(_artifact_row(a) for a in m["artifacts"])
+    arts = "".join(_artifact_row(a, m["root"]) for a in m["artifacts"])
     art_table = ("<h2>Artifacts</h2>" + _controls("artifacts", 1) + "<table id='artifacts'><thead><tr>"
                  "<th data-key='path'>artifact</th><th data-key='verdict'>verdict</th>"
                  "<th data-key='effort' data-num>effort</th><th>evidence</th><th>reason</th><th>next command</th>"
