@@ -56,7 +56,7 @@ def main() -> None:
               f"config + sha256): {base / n * 1e3:.2f} ms CPU/artifact -> audit/baseline = {audit / base:.2f}x")
         print(f"report: {render:.1f} s ({sizes}); totals {rep['totals']}")
         small = Path(d) / "small"
-        make_store(small, 40, teams=5)
+        make_store(small, 200, teams=5)  # 20 artifacts with custom code, 3 distinct classes
         tree = walk([small])
         defs = _definitions(tree.sources)
         index = index_sources([p for p in tree.sources if p.suffix == ".py"], skip_bad=True)
