@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES
 
 from k2to3.audit import run_audit
-from k2to3.auditreport import build
+from k2to3.auditreport import build, write
 
 sys.path.insert(0, str(FIXTURES))
 import make_hostile_fixtures as hostile
@@ -49,6 +49,13 @@ def test_static_verdicts_agree_with_verify(tmp_path):
              if CONVERTS[v] != x["converted"] or (v == "tf-only") != (x["verdict"] == "tf_only")]
     assert not wrong, wrong
     assert model["summary"]["verified"] == len(rows) and model["summary"]["predicted"] == 0
+    assert model["summary"]["verified_verdicts"] == dict(Counter(x["verdict"] for _, _, x in rows))
+    parity = [a for a in model["artifacts"] if a["verify"]["verdict"] == "parity"]
+    worst = max(a["worst_error"] for a in parity)
+    print(f"worst max abs error over the {len(parity)} artifacts at parity: {worst:.2e}")
+    assert all(a["evidence"] == "verified" and a["worst_error"] is not None for a in parity) and worst < 1e-4
+    write(rep, tmp_path / "out", ["html"])
+    assert (tmp_path / "out" / "audit.html").read_text().count("verified: parity") == len(parity)
     # what the static audit says of the cases that used to over-promise: they convert now, with parity
     verified = {p: x["verdict"] for p, _, x in rows}
     assert verified["h5/fm17_dotted_names.h5"] == verified["h5/fm17_slash_names.h5"] == "parity"
