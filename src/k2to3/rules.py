@@ -41,6 +41,7 @@ class Rule:
     before: str = ""
     after: str = ""
     fix: str = ""
+    unblock: str = ""  # the one action that unblocks an artifact this rule blocks (the audit's top blockers)
 
 
 _ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin", "source"}

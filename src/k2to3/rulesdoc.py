@@ -32,6 +32,8 @@ def render() -> str:
         out.append(f"**What it does.** {r.what}\n\n**Why.** {r.why}\n\n")
         out.append(f"**Before:**\n\n```\n{r.before}\n```\n\n**After:**\n\n```\n{r.after}\n```\n\n")
         out.append(f"**Fix.** {r.fix}\n")
+        if r.unblock:
+            out.append(f"\n**Unblock (audit).** {r.unblock}\n")
         if r.fixture:
             out.append(f"\nTested by `tests/fixtures/h5/{r.fixture}.h5` (plain Keras 3 fails or drifts on it; "
                        "k2to3 converts it with parity).\n")
