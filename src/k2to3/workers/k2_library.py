@@ -157,6 +157,83 @@ class FixedDropout(tf_keras.layers.Dropout):
         return tuple(symbolic_shape[axis] if shape is None else shape for axis, shape in enumerate(self.noise_shape))
 
 
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class Maxout(tf_keras.layers.Layer):
+    """tensorflow-addons 0.23 `tfa.layers.Maxout` (tensorflow_addons/layers/maxout.py)."""
+
+    def __init__(self, num_units, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.num_units, self.axis = num_units, axis
+
+    def call(self, inputs):
+        inputs = tf.convert_to_tensor(inputs)
+        shape = inputs.get_shape().as_list()
+        for i in range(len(shape)):
+            if shape[i] is None:
+                shape[i] = tf.shape(inputs)[i]
+        num_channels = shape[self.axis]
+        axis = self.axis + len(shape) if self.axis < 0 else self.axis
+        expand_shape = shape[:]
+        expand_shape[axis] = self.num_units
+        expand_shape.insert(axis, num_channels // self.num_units)
+        return tf.math.reduce_max(tf.reshape(inputs, expand_shape), axis, keepdims=False)
+
+    def compute_output_shape(self, input_shape):
+        input_shape = tf.TensorShape(input_shape).as_list()
+        input_shape[self.axis] = self.num_units
+        return tf.TensorShape(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "num_units": self.num_units, "axis": self.axis}
+
+
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class SpectralNormalization(tf_keras.layers.Wrapper):
+    """tensorflow-addons 0.23 `tfa.layers.SpectralNormalization` (tensorflow_addons/layers/spectral_normalization.py):
+    the wrapped layer's kernel is divided by its largest singular value (power iteration, non-trainable `sn_u`)
+    in training only; inference calls the wrapped layer with the kernel as saved."""
+
+    def __init__(self, layer, power_iterations=1, **kwargs):
+        super().__init__(layer, **kwargs)
+        if power_iterations <= 0:
+            raise ValueError(f"`power_iterations` should be greater than zero, got {power_iterations}")
+        self.power_iterations = power_iterations
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        input_shape = tf.TensorShape(input_shape)
+        self.input_spec = tf_keras.layers.InputSpec(shape=[None, *input_shape[1:]])
+        self.w = self.layer.kernel if hasattr(self.layer, "kernel") else self.layer.embeddings
+        self.w_shape = self.w.shape.as_list()
+        self.u = self.add_weight(shape=(1, self.w_shape[-1]),
+                                 initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), trainable=False,
+                                 name="sn_u", dtype=self.w.dtype)
+
+    def call(self, inputs, training=None):
+        if training is None:
+            training = tf_keras.backend.learning_phase()
+        if training:
+            self.normalize_weights()
+        return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tf.TensorShape(self.layer.compute_output_shape(input_shape).as_list())
+
+    def normalize_weights(self):
+        w = tf.reshape(self.w, [-1, self.w_shape[-1]])
+        u = self.u
+        for _ in range(self.power_iterations):
+            v = tf.math.l2_normalize(tf.matmul(u, w, transpose_b=True))
+            u = tf.math.l2_normalize(tf.matmul(v, w))
+        sigma = tf.matmul(tf.matmul(v, w), u, transpose_b=True)
+        self.w.assign(tf.cast(tf.reshape(self.w / sigma, self.w_shape), self.w.dtype))
+        self.u.assign(tf.cast(u, self.u.dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "power_iterations": self.power_iterations}
+
+
 # Class names as the libraries' files store them.
 OBJECTS = {"Addons>GroupNormalization": GroupNormalization, "Addons>InstanceNormalization": TfaInstanceNormalization,
            "InstanceNormalization": InstanceNormalization, "FixedDropout": FixedDropout}
+OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": SpectralNormalization})
