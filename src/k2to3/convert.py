@@ -204,6 +204,9 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
                                       module_name_for(opts.out.stem), build_fn)
         plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
             else Plan(model={})
+        from .golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
+
+        plan.findings.extend(legacy_findings(artifact))
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
@@ -226,6 +229,9 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         tmp_module = tmp_out.with_suffix(".py")
         if source is not None:
             _prepare_source(job, artifact, source, build_fn, tmp_module)
+        from .golden_legacy import prepare as prepare_legacy_golden  # Keras 1 and Theano files
+
+        prepare_legacy_golden(job, artifact)
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
         if pool is None and pools["pool"] is not None:
