@@ -47,7 +47,9 @@ def is_keras1(model_config: Any) -> bool:
         cfg = layer.get("config")
         if layer.get("class_name") in KERAS1_CLASSES:
             return True
-        if isinstance(cfg, dict) and (KERAS1_KEYS & set(cfg) or is_keras1(layer)):
+        keys = set(cfg) - {"output_dim"} if layer.get("class_name") == "Embedding" and isinstance(cfg, dict) \
+            else set(cfg) if isinstance(cfg, dict) else set()  # Keras 2's Embedding still has output_dim
+        if keys & KERAS1_KEYS or (isinstance(cfg, dict) and is_keras1(layer)):
             return True
     return False
 
