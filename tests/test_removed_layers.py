@@ -46,6 +46,12 @@ def test_tfa_layers_map_to_keras3_and_portable():
     assert {"K2T461", "K2T462"} <= {f.code for f in plan.findings}
     # the file holds tfa's weight names: the inner layer's kernel/bias and the non-trainable sn_u
     assert [e.name.split("/")[-1] for e in art.weights["sn_dense"]] == ["kernel:0", "bias:0", "sn_u:0"]
+    for name, n in (("wn_conv", 6), ("wn_dense", 4)):  # data_init=True also saved tfa's clone of the layer
+        assert layers[name]["registered_name"] == "k2to3>WeightNormalization"
+        assert [e.name.split("/")[-1] for e in art.weights[name]][:4] == ["g:0", "kernel:0", "bias:0",
+                                                                           "initialized:0"]
+        assert len(art.weights[name]) == n
+    assert layers["wn_dense"]["config"]["data_init"] is False and "K2T463" in {f.code for f in plan.findings}
 
 
 @pytest.mark.slow

@@ -214,3 +214,46 @@ class Maxout(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "num_units": self.num_units, "axis": self.axis}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class WeightNormalization(keras.layers.Wrapper):
+    """tensorflow-addons `tfa.layers.WeightNormalization` (tensorflow_addons/layers/wrappers.py): the wrapped
+    layer runs with kernel = l2_normalize(v, all axes but the last) * g, v being its saved kernel (for an RNN,
+    the recurrent kernel). Weights in tfa's saved order: g, the layer's own, the `initialized` flag, and with
+    data_init=True the non-trainable clone tfa kept for its data-dependent initialisation (unused in inference).
+    The normalized kernel is given to the layer through a keras.StatelessScope, so any wrapped layer works."""
+
+    def __init__(self, layer, data_init: bool = True, **kwargs):
+        super().__init__(layer, **kwargs)
+        self.data_init = bool(data_init)
+        self.is_rnn = isinstance(layer, keras.layers.RNN)
+
+    def build(self, input_shape):
+        if not self.layer.built:
+            self.layer.build(input_shape)
+        target = self.layer.cell if self.is_rnn else self.layer
+        self.v = target.recurrent_kernel if self.is_rnn else target.kernel
+        depth = int(self.v.shape[-1])
+        self.g = self.add_weight(name="g", shape=(depth,), initializer="ones", trainable=True)
+        self.initialized = self.add_weight(name="initialized", shape=(), initializer="zeros", dtype="bool",
+                                           trainable=False)
+        self.clone_weights = []
+        if self.data_init:
+            for w in self.layer.weights:
+                self.clone_weights.append(self.add_weight(name=w.name, shape=w.shape, initializer="zeros",
+                                                          dtype=w.dtype, trainable=False))
+        self.built = True
+
+    def call(self, inputs):
+        axes = list(range(len(self.v.shape) - 1))
+        v = ops.convert_to_tensor(self.v)
+        kernel = v * ops.rsqrt(ops.maximum(ops.sum(ops.square(v), axis=axes, keepdims=True), 1e-12)) * self.g
+        with keras.StatelessScope(state_mapping=[(self.v, kernel)]):
+            return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return self.layer.compute_output_shape(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "data_init": self.data_init}

@@ -233,7 +233,90 @@ class SpectralNormalization(tf_keras.layers.Wrapper):
         return {**super().get_config(), "power_iterations": self.power_iterations}
 
 
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class WeightNormalization(tf_keras.layers.Wrapper):
+    """tensorflow-addons 0.23 `tfa.layers.WeightNormalization` (tensorflow_addons/layers/wrappers.py)."""
+
+    def __init__(self, layer, data_init=True, **kwargs):
+        super().__init__(layer, **kwargs)
+        self.data_init = data_init
+        self._track_trackable(layer, name="layer")
+        self.is_rnn = isinstance(self.layer, tf_keras.layers.RNN)
+
+    def build(self, input_shape):
+        input_shape = tf.TensorShape(input_shape)
+        self.input_spec = tf_keras.layers.InputSpec(shape=[None, *input_shape[1:]])
+        if not self.layer.built:
+            self.layer.build(input_shape)
+        kernel_layer = self.layer.cell if self.is_rnn else self.layer
+        kernel = kernel_layer.recurrent_kernel if self.is_rnn else kernel_layer.kernel
+        self.layer_depth = int(kernel.shape[-1])
+        self.kernel_norm_axes = list(range(kernel.shape.rank - 1))
+        self.g = self.add_weight(name="g", shape=(self.layer_depth,), initializer="ones", dtype=kernel.dtype,
+                                 trainable=True)
+        self.v = kernel
+        self._initialized = self.add_weight(name="initialized", shape=None, initializer="zeros",
+                                            dtype=tf.dtypes.bool, trainable=False)
+        if self.data_init:
+            with tf.name_scope("data_dep_init"):
+                layer_config = tf_keras.layers.serialize(self.layer)
+                layer_config["config"]["trainable"] = False
+                self._naked_clone_layer = tf_keras.layers.deserialize(layer_config)
+                self._naked_clone_layer.build(input_shape)
+                self._naked_clone_layer.set_weights(self.layer.get_weights())
+                if not self.is_rnn:
+                    self._naked_clone_layer.activation = None
+        self.built = True
+
+    def call(self, inputs):
+        def _do_nothing():
+            return tf.identity(self.g)
+
+        def _update_weights():
+            with tf.control_dependencies(self._initialize_weights(inputs)):
+                return tf.identity(self.g)
+
+        g = tf.cond(self._initialized, _do_nothing, _update_weights)
+        with tf.name_scope("compute_weights"):
+            kernel = tf.nn.l2_normalize(self.v, axis=self.kernel_norm_axes) * g
+            if self.is_rnn:
+                self.layer.cell.recurrent_kernel = kernel
+                update_kernel = tf.identity(self.layer.cell.recurrent_kernel)
+            else:
+                self.layer.kernel = kernel
+                update_kernel = tf.identity(self.layer.kernel)
+            with tf.control_dependencies([update_kernel]):
+                return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tf.TensorShape(self.layer.compute_output_shape(input_shape).as_list())
+
+    def _initialize_weights(self, inputs):
+        assign = self._data_dep_init(inputs) if self.data_init else self._init_norm()
+        assign.append(self._initialized.assign(True))
+        return assign
+
+    def _init_norm(self):
+        v_norm = tf.linalg.norm(tf.reshape(self.v, [-1, self.layer_depth]), axis=0)
+        return [self.g.assign(tf.reshape(v_norm, (self.layer_depth,)))]
+
+    def _data_dep_init(self, inputs):
+        x_init = self._naked_clone_layer(inputs)
+        m_init, v_init = tf.nn.moments(x_init, list(range(x_init.shape.rank - 1)))
+        scale_init = 1.0 / tf.math.sqrt(v_init + 1e-10)
+        if scale_init.shape[0] != self.g.shape[0]:
+            scale_init = tf.tile(scale_init, [int(self.g.shape[0] / scale_init.shape[0])])
+        g_tensor = self.g.assign(self.g * scale_init)
+        if hasattr(self.layer, "bias") and self.layer.bias is not None:
+            return [g_tensor, self.layer.bias.assign(-m_init * scale_init)]
+        return [g_tensor]
+
+    def get_config(self):
+        return {**super().get_config(), "data_init": self.data_init}
+
+
 # Class names as the libraries' files store them.
 OBJECTS = {"Addons>GroupNormalization": GroupNormalization, "Addons>InstanceNormalization": TfaInstanceNormalization,
            "InstanceNormalization": InstanceNormalization, "FixedDropout": FixedDropout}
-OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": SpectralNormalization})
+OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": SpectralNormalization,
+                "Addons>WeightNormalization": WeightNormalization})
