@@ -82,6 +82,14 @@ def test_keras2_configs_are_not_read_as_keras1():
         assert not is_keras1(read_artifact(H5 / f"{name}.h5").model_config), name
 
 
+def test_real_keras2_files_are_not_read_as_keras1(corpus):
+    files = [p for p in sorted(corpus.rglob("*")) if p.is_file() and p.suffix in (".h5", ".hdf5")]
+    assert len(files) >= 15
+    for p in files:
+        cfg = read_artifact(p, weights_only_ok=True).model_config
+        assert cfg is None or not is_keras1(cfg), p
+
+
 def test_theano_file_is_flagged():
     a = read_artifact(H5 / "theano_kernels.h5")
     assert a.backend == "theano" and not is_keras1(a.model_config)

@@ -45,7 +45,9 @@ def is_keras1(model_config: Any) -> bool:
     """A Keras 1 config by content: a Keras 1 class, or a layer with Keras 1-only keys."""
     for layer in _layers(model_config):
         cfg = layer.get("config")
-        if layer.get("class_name") in KERAS1_CLASSES:
+        if not isinstance(layer.get("class_name"), str):
+            continue  # validate.py reports it
+        if layer["class_name"] in KERAS1_CLASSES:
             return True
         keys = set(cfg) - {"output_dim"} if layer.get("class_name") == "Embedding" and isinstance(cfg, dict) \
             else set(cfg) if isinstance(cfg, dict) else set()  # Keras 2's Embedding still has output_dim
@@ -84,7 +86,7 @@ def layer(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
     """One Keras 1 layer entry {class_name, config(, inbound_nodes, name)} -> its Keras 2 entry."""
     out = copy.deepcopy(layer)
     cls, cfg = out.get("class_name"), out.get("config")
-    if not isinstance(cfg, dict):
+    if not isinstance(cfg, dict) or not isinstance(cls, str):
         return out
     name = cfg.get("name")
     if cls in ("Sequential", "Model"):
