@@ -64,8 +64,8 @@ def test_keras1_functional_translation():
 
 
 @pytest.mark.parametrize("cls,cfg", [
-    ("Highway", {"name": "h", "activation": "relu"}),
-    ("MaxoutDense", {"name": "m", "output_dim": 4, "nb_feature": 2}),
+    ("TimeDistributedDense", {"name": "h", "output_dim": 4}),
+    ("Deconvolution2D", {"name": "m", "nb_filter": 4, "nb_row": 3, "nb_col": 3, "output_shape": [None, 8, 8, 4]}),
     ("Merge", {"name": "mg", "mode": "gASV", "mode_type": "lambda"}),
 ])
 def test_keras1_layers_without_equivalent_stop_precisely(cls, cfg):
@@ -110,3 +110,46 @@ def test_weight_layouts_match_tf_keras_and_plain_keras3_fails_or_drifts():
     assert got["plain"]["keras1_functional_rnn.h5"].startswith("fails"), got["plain"]
     # Keras 3 rejects this file's Conv2DTranspose config; a file it loads uses the unflipped kernels (drifts)
     assert got["plain"]["theano_kernels.h5"].startswith(("fails", "drifts")), got["plain"]
+
+
+def _numpy_maxout_highway(x, w):
+    """Keras 1.2.2's MaxoutDense and Highway (keras/layers/core.py) written out in numpy: the reference, since no
+    Keras 2 has these layers."""
+    import numpy as np
+
+    h = np.maximum(x @ w["dense_1/W"] + w["dense_1/b"], 0.0)
+    h = (np.einsum("bi,fio->bfo", h, w["maxoutdense_1/W"]) + w["maxoutdense_1/b"]).max(axis=1)
+    t = 1.0 / (1.0 + np.exp(-(h @ w["highway_1/W_carry"] + w["highway_1/b_carry"])))
+    h = np.tanh(h @ w["highway_1/W"] + w["highway_1/b"]) * t + h * (1.0 - t)
+    return h @ w["dense_2/W"] + w["dense_2/b"]
+
+
+@pytest.mark.slow
+def test_keras1_maxout_highway_against_numpy(pool, tmp_path):
+    """keras1_maxout_highway.h5: converts with parity on the three backends (reference: Keras 3 tensorflow, as no
+    Keras 2 can run it), and the converted model, loaded with safe_mode on jax, equals the numpy reference."""
+    import h5py
+    import numpy as np
+
+    from k2to3.convert import Options, convert
+
+    h5 = H5 / "keras1_maxout_highway.h5"
+    x = np.random.default_rng(3).standard_normal((4, 5)).astype("float32")
+    np.savez(tmp_path / "x.npz", in0=x)
+    out = tmp_path / "m.keras"
+    report = convert(Options(src=h5, out=out, input_npz=tmp_path / "x.npz"), pool=pool)
+    assert report["verdict"] == "parity" and report["reference"]["kind"] == "keras3-tensorflow", report["reference"]
+    assert set(report["backends"]) == {"tensorflow", "torch", "jax"} and report["ledger"]["complete"]
+    assert "K2T464" in {f["code"] for f in report["findings"]}
+    with h5py.File(h5, "r") as f:
+        g = f["model_weights"]
+        w = {f"{lay}/{n.split(':')[0][len(lay) + 1:]}": g[lay][n][()] for lay in g for n in g[lay]}
+    ref = _numpy_maxout_highway(x.astype("float64"), {k: v.astype("float64") for k, v in w.items()})
+    code = ("import sys, json, numpy as np, keras, k2to3.portable; m = keras.saving.load_model(sys.argv[1]); "
+            "print(json.dumps(keras.ops.convert_to_numpy(m(np.load(sys.argv[2])['in0'])).tolist()))")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run([sys.executable, "-c", code, str(out), str(tmp_path / "x.npz")], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = np.array(json.loads(run.stdout.strip().splitlines()[-1]))
+    assert np.abs(got - ref).max() < 1e-5, np.abs(got - ref).max()

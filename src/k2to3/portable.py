@@ -511,4 +511,11 @@ def in_top_k(predictions, targets, k):
 
 # Layers Keras 3 removed (LocallyConnected1D/2D) and library layers with no Keras 3 class (tfa Maxout): importing
 # k2to3.portable registers them too.
-from .portable_removed import LocallyConnected1D, LocallyConnected2D, Maxout, WeightNormalization  # noqa: E402,F401
+from .portable_removed import (  # noqa: E402,F401
+    Highway,
+    LocallyConnected1D,
+    LocallyConnected2D,
+    Maxout,
+    MaxoutDense,
+    WeightNormalization,
+)

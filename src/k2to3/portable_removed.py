@@ -257,3 +257,67 @@ class WeightNormalization(keras.layers.Wrapper):
 
     def get_config(self):
         return {**super().get_config(), "data_init": self.data_init}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MaxoutDense(keras.layers.Layer):
+    """Keras 1 `MaxoutDense` (keras/layers/core.py, Keras 1.2; keras/legacy/layers.py in Keras 2.0-2.2):
+    max over nb_feature dense maps, W (nb_feature, input_dim, output_dim), b (nb_feature, output_dim)."""
+
+    def __init__(self, output_dim: int, nb_feature: int = 4, bias: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.output_dim, self.nb_feature, self.bias = int(output_dim), int(nb_feature), bool(bias)
+
+    def build(self, input_shape):
+        dim = int(input_shape[-1])
+        self.W = self.add_weight(name="W", shape=(self.nb_feature, dim, self.output_dim))
+        self.b = self.add_weight(name="b", shape=(self.nb_feature, self.output_dim), initializer="zeros") \
+            if self.bias else None
+
+    def call(self, x):
+        out = ops.einsum("bi,fio->bfo", x, ops.cast(self.W, x.dtype))
+        if self.bias:
+            out = out + ops.cast(self.b, x.dtype)
+        return ops.max(out, axis=1)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.output_dim)
+
+    def get_config(self):
+        return {**super().get_config(), "output_dim": self.output_dim, "nb_feature": self.nb_feature,
+                "bias": self.bias}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class Highway(keras.layers.Layer):
+    """Keras 1 `Highway` (keras/layers/core.py, Keras 1.2; keras/legacy/layers.py in Keras 2.0-2.2):
+    t = sigmoid(x W_carry + b_carry); y = activation(x W + b) * t + x * (1 - t). Weights W, W_carry, b, b_carry
+    (add_weight order; the restore pairs Keras 1's `<layer>_W`, ... names by suffix)."""
+
+    def __init__(self, activation="linear", transform_bias: float = -2.0, bias: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.activation = keras.activations.get(activation)
+        self.transform_bias, self.bias = float(transform_bias), bool(bias)
+
+    def build(self, input_shape):
+        dim = int(input_shape[-1])
+        self.W = self.add_weight(name="W", shape=(dim, dim))
+        self.W_carry = self.add_weight(name="W_carry", shape=(dim, dim))
+        if self.bias:
+            self.b = self.add_weight(name="b", shape=(dim,), initializer="zeros")
+            self.b_carry = self.add_weight(name="b_carry", shape=(dim,), initializer="ones")
+
+    def call(self, x):
+        y = ops.matmul(x, ops.cast(self.W_carry, x.dtype))
+        act = ops.matmul(x, ops.cast(self.W, x.dtype))
+        if self.bias:
+            y, act = y + ops.cast(self.b_carry, x.dtype), act + ops.cast(self.b, x.dtype)
+        t = ops.sigmoid(y)
+        return self.activation(act) * t + (1.0 - t) * x
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "activation": keras.activations.serialize(self.activation),
+                "transform_bias": self.transform_bias, "bias": self.bias}

@@ -98,7 +98,8 @@ class Restorer:
         if self.keras1:
             kernel = getattr(layer, "kernel", None)
             out = weights_legacy.keras1(cls, getattr(layer, "data_format", None),
-                                        len(kernel.shape) if kernel is not None else None, arrays)
+                                        len(kernel.shape) if kernel is not None else None, arrays,
+                                        [e.name for e in entries])
         if self.theano:
             out = weights_legacy.theano(cls, out or arrays) or out
         if out is None:

@@ -31,8 +31,14 @@ def _gates(arrays: list[np.ndarray], order: list[int], per_gate: int = 3) -> lis
 
 
 def keras1(cls: str, data_format: str | None, kernel_rank: int | None,
-           arrays: list[np.ndarray]) -> list[np.ndarray] | None:
-    """A Keras 1 layer's saved tensors in Keras 2's layout, or None when they need no change."""
+           arrays: list[np.ndarray], names: list[str] | None = None) -> list[np.ndarray] | None:
+    """A Keras 1 layer's saved tensors in Keras 2's layout, or None when they need no change. `names`: the saved
+    weight names ("highway_1_W_carry:0"), which order a Highway's tensors."""
+    if cls == "Highway" and names and len(names) == len(arrays):
+        order = ("_W", "_W_carry", "_b", "_b_carry")  # k2to3.portable.Highway's weights
+        by = {next((s for s in sorted(order, key=len, reverse=True) if n.split(":")[0].endswith(s)), n): a
+              for n, a in zip(names, arrays)}
+        return [by[s] for s in order if s in by] if set(by) <= set(order) else None
     if cls == "LSTM" and len(arrays) == 12:
         return _gates(arrays, [0, 2, 1, 3])  # saved i, c, f, o; Keras 2 wants i, f, c, o
     if cls == "GRU" and len(arrays) == 9:

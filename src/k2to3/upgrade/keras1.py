@@ -28,6 +28,9 @@ KERAS1_KEYS = frozenset({"output_dim", "nb_filter", "nb_row", "nb_col", "border_
                          "filter_length", "pool_length", "subsample_length"})
 KERAS1_CLASSES = frozenset({*CLASS_TO, "Merge", "MaxoutDense", "Highway", "TimeDistributedDense",
                             "Deconvolution2D"})
+_BASE_KEYS = ("name", "trainable", "batch_input_shape", "dtype")
+PORTABLE_KEYS = {"MaxoutDense": (*_BASE_KEYS, "output_dim", "nb_feature", "bias"),
+                 "Highway": (*_BASE_KEYS, "activation", "transform_bias", "bias")}
 DATA_FORMAT = {"tf": "channels_last", "th": "channels_first", "default": None}
 INITIALIZERS = {"zero": "zeros", "one": "ones"}
 
@@ -94,6 +97,13 @@ def layer(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
         return out
     if cls == "Merge":
         return _merge(up, out)
+    if cls in PORTABLE_KEYS:  # Keras 1 layers k2to3 ships (k2to3.portable; layers.toml K2T464 registers them)
+        _shape(cfg, cls)
+        dropped = sorted(k for k in cfg if k not in PORTABLE_KEYS[cls] and k not in ("input_dim", "input_dtype"))
+        out["config"] = {k: v for k, v in cfg.items() if k in PORTABLE_KEYS[cls]}
+        up.note("K2T464", "info", f"Keras 1 {cls} kept as k2to3>{cls}" + (f"; dropped {', '.join(dropped)} "
+                "(initializers, regularizers and constraints: training only)" if dropped else ""), name)
+        return out
     if cls in rules_mod.rule("K2T478").classes:
         up.note("K2T478", "error", f"Keras 1 layer {cls} has no Keras 2/3 equivalent in k2to3 yet", name,
                 rules_mod.rule("K2T478").fix)
