@@ -220,6 +220,9 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
                                       module_name_for(opts.out.stem), build_fn)
         plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
             else Plan(model={})
+        from .golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
+
+        plan.findings.extend(legacy_findings(artifact))
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
@@ -252,6 +255,9 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             from .upgrade.cudnn import golden_config
 
             golden_config(work, job.golden_args, artifact.model_config)  # tf_keras runs CuDNN layers on GPU only
+        from .golden_legacy import prepare as prepare_legacy_golden  # Keras 1 and Theano files
+
+        prepare_legacy_golden(job, artifact)
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
         if pool is None and pools["pool"] is not None:
@@ -567,6 +573,8 @@ def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.
               "the --src build function" if args.get("build_fn") else
               "the --src definitions as written" if args.get("k2_module") else
               "the config + weights pair (tf_keras model_from_config + load_weights)" if job.pair else
+              "the file, its Keras 1 config translated to Keras 2 (tf_keras converts the Keras 1 weight layouts)"
+              if str(args.get("golden_config", "")).endswith("golden_keras1_config.json") else
               "the file, its CuDNN layers as LSTM/GRU (tf_keras converts their weights)" if args.get("golden_config")
               else "the template model of the multi_gpu_model save" if "multi_gpu" in job.opts_input else
               "the file" if job.h5 == job.opts.src else "the file re-saved as HDF5 by tf_keras")

@@ -547,3 +547,15 @@ def ctc_batch_cost(y_true, y_pred, input_length, label_length):
 def in_top_k(predictions, targets, k):
     """K.in_top_k(predictions, targets, k) with Keras 2's argument order (keras.ops.in_top_k takes targets first)."""
     return ops.in_top_k(targets, predictions, k)
+
+
+# Layers Keras 3 removed (LocallyConnected1D/2D) and library layers with no Keras 3 class (tfa Maxout): importing
+# k2to3.portable registers them too.
+from .portable_removed import (  # noqa: E402,F401
+    Highway,
+    LocallyConnected1D,
+    LocallyConnected2D,
+    Maxout,
+    MaxoutDense,
+    WeightNormalization,
+)

@@ -33,6 +33,7 @@ class Rule:
     from_: str | None = None
     to_portable: str | None = None
     builtin: str | None = None
+    rename: dict[str, Any] = field(default_factory=dict)  # keras1.toml: old key -> new key
     fixable: bool = False
     safety: str = "safe"
     fixture: str | None = None
@@ -44,7 +45,7 @@ class Rule:
     unblock: str = ""  # the one action that unblocks an artifact this rule blocks (the audit's top blockers)
 
 
-_ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin", "source"}
+_ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin", "source", "keras1"}
 
 
 def _rule(raw: dict[str, Any], source: Path) -> Rule:
@@ -83,8 +84,17 @@ def source_rules() -> tuple[Rule, ...]:
     return tuple(_rule(r, path) for r in raw["rule"])
 
 
+@cache
+def keras1_rules() -> tuple[Rule, ...]:
+    """Keras 1.x -> Keras 2 layer-config translation (rules/keras1.toml)."""
+    path = rules_dir() / "keras1.toml"
+    with open(path, "rb") as fh:
+        raw = tomllib.load(fh)
+    return tuple(_rule(r, path) for r in raw["rule"])
+
+
 def rule(code: str) -> Rule:
-    for r in (*layer_rules(), *source_rules()):
+    for r in (*layer_rules(), *source_rules(), *keras1_rules()):
         if r.code == code:
             return r
     raise KeyError(code)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .rules import layer_rules, source_rules
+from .rules import keras1_rules, layer_rules, source_rules
 
 HEADER = """# k2to3 rules
 
-Generated from `rules/layers.toml` and `rules/source.toml` by `python -m k2to3.rulesdoc`; do not edit by
-hand (a test checks it is current). Codes: `K2T1xx` tf.* calls, `K2T2xx` keras.backend calls, `K2T3xx`
+Generated from `rules/layers.toml`, `rules/keras1.toml` and `rules/source.toml` by `python -m k2to3.rulesdoc`; do not
+edit by hand (a test checks it is current). Codes: `K2T1xx` tf.* calls, `K2T2xx` keras.backend calls, `K2T3xx`
 Lambda layers, `K2T5xx` tf.keras namespace (reported by `k2to3 lint`, rewritten by `k2to3 fix` where
 fixable); `K2T4xx` artifact config fixes applied by `k2to3 convert`; `K2T9xx` things that need more
 input (source code) or have no portable equivalent. FM numbers refer to the failure
@@ -19,7 +19,7 @@ catalogue in `shared/research/catalogue.md`.
 
 
 def render() -> str:
-    rules = sorted((*source_rules(), *layer_rules()), key=lambda r: r.code)
+    rules = sorted((*source_rules(), *layer_rules(), *keras1_rules()), key=lambda r: r.code)
     out = [HEADER]
     for r in rules:
         out.append(f"| [{r.code}](#{r.code.lower()}) | {r.title} | {r.fm} | {r.safety} |\n")

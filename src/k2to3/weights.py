@@ -62,6 +62,11 @@ class Restorer:
         self.transforms = transforms or {}
         self.ledger = Ledger()
         self.assigned: set[int] = set()
+        from .upgrade.keras1 import is_keras1
+
+        # Layouts older than Keras 2 (weights_legacy.py): Keras 1 files, Theano-trained convolution kernels.
+        self.keras1 = artifact.model_config is not None and is_keras1(artifact.model_config)
+        self.theano = (artifact.backend or "").lower() == "theano"
 
     def k3_name(self, orig: str) -> str:
         return self.renames.get(orig, orig)
@@ -85,7 +90,40 @@ class Restorer:
         if _base(entry.name) != _base(var.path if hasattr(var, "path") else var.name):
             self.ledger.name_mismatches.append(f"{entry.name} -> {getattr(var, 'path', var.name)}")
 
+    def legacy_layout(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray],
+                      where: str) -> list[WeightEntry]:
+        """Keras 1 / Theano tensors converted to Keras 2's layout (weights_legacy.py), added to `values` under
+        new keys; the entries to restore from."""
+        from . import weights_legacy
+
+        cls, arrays, out = type(layer).__name__, [values[e.h5path] for e in entries], None
+        if self.keras1:
+            kernel = getattr(layer, "kernel", None)
+            out = weights_legacy.keras1(cls, getattr(layer, "data_format", None),
+                                        len(kernel.shape) if kernel is not None else None, arrays,
+                                        [e.name for e in entries])
+        if self.theano:
+            out = weights_legacy.theano(cls, out or arrays) or out
+        if out is None:
+            return entries
+        names = [_base(getattr(t, "path", t.name)) for t in legacy_weights(layer)]
+        if len(names) != len(out):
+            names = [_base(e.name) for e in entries][: len(out)]
+        new = []
+        for i, (arr, nm) in enumerate(zip(out, names)):
+            key = f"{entries[0].h5path}#legacy{i}"
+            values[key] = arr
+            new.append(WeightEntry(entries[0].layer, f"{where}/{nm}:0", tuple(arr.shape), str(arr.dtype), key))
+        # Every file tensor went into one restored tensor (LSTM: 12 per-gate tensors -> 3).
+        self.ledger.tensors_restored += len(entries) - len(out)
+        why = " + ".join(w for w, on in (("Keras 1", self.keras1), ("Theano", self.theano)) if on)
+        self.ledger.reshaped.append(f"{where}: {len(entries)} {why} tensors -> Keras 2 layout "
+                                    f"{[tuple(a.shape) for a in out]}")
+        return new
+
     def leaf(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray], where: str) -> None:
+        if self.keras1 or self.theano:
+            entries = self.legacy_layout(layer, entries, values, where)
         targets = legacy_weights(layer)
         if len(targets) != len(entries):
             raise K2to3Error(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import values
+from . import keras1, values
 from .activations import KERAS3_ACTIVATIONS, function_name, portable_function
 from .core import Upgrader
 from .plan import (
@@ -39,6 +39,8 @@ def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None
             source: Any = None) -> Plan:
     """`source` is the Resolution of --src files (k2to3.source.hoist), or None."""
     up = Upgrader(source)
+    if keras1.is_keras1(model_config):  # Keras 1.x names -> Keras 2 first (rules/keras1.toml)
+        model_config = keras1.translate(up, model_config)
     cfg = values.tensorshape(up, model_config)
     cls = cfg.get("class_name")
     if cls not in MODEL_CLASSES:

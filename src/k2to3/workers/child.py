@@ -356,6 +356,17 @@ def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
     return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
 
 
+def _flip_theano_kernels(model: Any) -> None:
+    """Keras 2.2's `_need_convert_kernel`: a Theano-trained file's convolution kernels, flipped along their
+    spatial axes for a cross-correlating backend (tf_keras no longer does it)."""
+    for layer in model.submodules:
+        if type(layer).__name__ in ("Conv1D", "Conv2D", "Conv3D", "Conv2DTranspose", "ConvLSTM2D"):
+            values = layer.get_weights()
+            n = 2 if type(layer).__name__ == "ConvLSTM2D" else 1
+            values[:n] = [np.flip(v, axis=tuple(range(v.ndim - 2))) for v in values[:n]]
+            layer.set_weights(values)
+
+
 def _refuse_bytecode(h5: str) -> None:
     """Last line of defence: tf_keras would unmarshal and run a Lambda's bytecode while loading."""
     from ..artifact import read_artifact
@@ -374,6 +385,8 @@ def op_golden(req: dict[str, Any]) -> dict[str, Any]:
     tf_keras.utils.set_random_seed(SEED)
     t0 = time.perf_counter()
     model = _golden_model(tf_keras, req)
+    if req.get("theano_kernels"):
+        _flip_theano_kernels(model)
     t_load = time.perf_counter() - t0
     xs = _load_inputs(req["inputs"])
     outs = [np.asarray(t) for t in _tf_flatten(model(_model_input(xs), training=False))]
@@ -504,6 +517,8 @@ def op_float64(req: dict[str, Any]) -> dict[str, Any]:
 
             tf_keras.utils.set_random_seed(SEED)
             model = _golden_model(tf_keras, req)
+            if req.get("theano_kernels"):
+                _flip_theano_kernels(model)
             saved = tf_keras.backend.floatx()
             tf_keras.backend.set_floatx("float64")
             try:

@@ -157,6 +157,166 @@ class FixedDropout(tf_keras.layers.Dropout):
         return tuple(symbolic_shape[axis] if shape is None else shape for axis, shape in enumerate(self.noise_shape))
 
 
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class Maxout(tf_keras.layers.Layer):
+    """tensorflow-addons 0.23 `tfa.layers.Maxout` (tensorflow_addons/layers/maxout.py)."""
+
+    def __init__(self, num_units, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.num_units, self.axis = num_units, axis
+
+    def call(self, inputs):
+        inputs = tf.convert_to_tensor(inputs)
+        shape = inputs.get_shape().as_list()
+        for i in range(len(shape)):
+            if shape[i] is None:
+                shape[i] = tf.shape(inputs)[i]
+        num_channels = shape[self.axis]
+        axis = self.axis + len(shape) if self.axis < 0 else self.axis
+        expand_shape = shape[:]
+        expand_shape[axis] = self.num_units
+        expand_shape.insert(axis, num_channels // self.num_units)
+        return tf.math.reduce_max(tf.reshape(inputs, expand_shape), axis, keepdims=False)
+
+    def compute_output_shape(self, input_shape):
+        input_shape = tf.TensorShape(input_shape).as_list()
+        input_shape[self.axis] = self.num_units
+        return tf.TensorShape(input_shape)
+
+    def get_config(self):
+        return {**super().get_config(), "num_units": self.num_units, "axis": self.axis}
+
+
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class SpectralNormalization(tf_keras.layers.Wrapper):
+    """tensorflow-addons 0.23 `tfa.layers.SpectralNormalization` (tensorflow_addons/layers/spectral_normalization.py):
+    the wrapped layer's kernel is divided by its largest singular value (power iteration, non-trainable `sn_u`)
+    in training only; inference calls the wrapped layer with the kernel as saved."""
+
+    def __init__(self, layer, power_iterations=1, **kwargs):
+        super().__init__(layer, **kwargs)
+        if power_iterations <= 0:
+            raise ValueError(f"`power_iterations` should be greater than zero, got {power_iterations}")
+        self.power_iterations = power_iterations
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        input_shape = tf.TensorShape(input_shape)
+        self.input_spec = tf_keras.layers.InputSpec(shape=[None, *input_shape[1:]])
+        self.w = self.layer.kernel if hasattr(self.layer, "kernel") else self.layer.embeddings
+        self.w_shape = self.w.shape.as_list()
+        self.u = self.add_weight(shape=(1, self.w_shape[-1]),
+                                 initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02), trainable=False,
+                                 name="sn_u", dtype=self.w.dtype)
+
+    def call(self, inputs, training=None):
+        if training is None:
+            training = tf_keras.backend.learning_phase()
+        if training:
+            self.normalize_weights()
+        return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tf.TensorShape(self.layer.compute_output_shape(input_shape).as_list())
+
+    def normalize_weights(self):
+        w = tf.reshape(self.w, [-1, self.w_shape[-1]])
+        u = self.u
+        for _ in range(self.power_iterations):
+            v = tf.math.l2_normalize(tf.matmul(u, w, transpose_b=True))
+            u = tf.math.l2_normalize(tf.matmul(v, w))
+        sigma = tf.matmul(tf.matmul(v, w), u, transpose_b=True)
+        self.w.assign(tf.cast(tf.reshape(self.w / sigma, self.w_shape), self.w.dtype))
+        self.u.assign(tf.cast(u, self.u.dtype))
+
+    def get_config(self):
+        return {**super().get_config(), "power_iterations": self.power_iterations}
+
+
+@tf_keras.utils.register_keras_serializable(package="Addons")
+class WeightNormalization(tf_keras.layers.Wrapper):
+    """tensorflow-addons 0.23 `tfa.layers.WeightNormalization` (tensorflow_addons/layers/wrappers.py)."""
+
+    def __init__(self, layer, data_init=True, **kwargs):
+        super().__init__(layer, **kwargs)
+        self.data_init = data_init
+        self._track_trackable(layer, name="layer")
+        self.is_rnn = isinstance(self.layer, tf_keras.layers.RNN)
+
+    def build(self, input_shape):
+        input_shape = tf.TensorShape(input_shape)
+        self.input_spec = tf_keras.layers.InputSpec(shape=[None, *input_shape[1:]])
+        if not self.layer.built:
+            self.layer.build(input_shape)
+        kernel_layer = self.layer.cell if self.is_rnn else self.layer
+        kernel = kernel_layer.recurrent_kernel if self.is_rnn else kernel_layer.kernel
+        self.layer_depth = int(kernel.shape[-1])
+        self.kernel_norm_axes = list(range(kernel.shape.rank - 1))
+        self.g = self.add_weight(name="g", shape=(self.layer_depth,), initializer="ones", dtype=kernel.dtype,
+                                 trainable=True)
+        self.v = kernel
+        self._initialized = self.add_weight(name="initialized", shape=None, initializer="zeros",
+                                            dtype=tf.dtypes.bool, trainable=False)
+        if self.data_init:
+            with tf.name_scope("data_dep_init"):
+                layer_config = tf_keras.layers.serialize(self.layer)
+                layer_config["config"]["trainable"] = False
+                self._naked_clone_layer = tf_keras.layers.deserialize(layer_config)
+                self._naked_clone_layer.build(input_shape)
+                self._naked_clone_layer.set_weights(self.layer.get_weights())
+                if not self.is_rnn:
+                    self._naked_clone_layer.activation = None
+        self.built = True
+
+    def call(self, inputs):
+        def _do_nothing():
+            return tf.identity(self.g)
+
+        def _update_weights():
+            with tf.control_dependencies(self._initialize_weights(inputs)):
+                return tf.identity(self.g)
+
+        g = tf.cond(self._initialized, _do_nothing, _update_weights)
+        with tf.name_scope("compute_weights"):
+            kernel = tf.nn.l2_normalize(self.v, axis=self.kernel_norm_axes) * g
+            if self.is_rnn:
+                self.layer.cell.recurrent_kernel = kernel
+                update_kernel = tf.identity(self.layer.cell.recurrent_kernel)
+            else:
+                self.layer.kernel = kernel
+                update_kernel = tf.identity(self.layer.kernel)
+            with tf.control_dependencies([update_kernel]):
+                return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return tf.TensorShape(self.layer.compute_output_shape(input_shape).as_list())
+
+    def _initialize_weights(self, inputs):
+        assign = self._data_dep_init(inputs) if self.data_init else self._init_norm()
+        assign.append(self._initialized.assign(True))
+        return assign
+
+    def _init_norm(self):
+        v_norm = tf.linalg.norm(tf.reshape(self.v, [-1, self.layer_depth]), axis=0)
+        return [self.g.assign(tf.reshape(v_norm, (self.layer_depth,)))]
+
+    def _data_dep_init(self, inputs):
+        x_init = self._naked_clone_layer(inputs)
+        m_init, v_init = tf.nn.moments(x_init, list(range(x_init.shape.rank - 1)))
+        scale_init = 1.0 / tf.math.sqrt(v_init + 1e-10)
+        if scale_init.shape[0] != self.g.shape[0]:
+            scale_init = tf.tile(scale_init, [int(self.g.shape[0] / scale_init.shape[0])])
+        g_tensor = self.g.assign(self.g * scale_init)
+        if hasattr(self.layer, "bias") and self.layer.bias is not None:
+            return [g_tensor, self.layer.bias.assign(-m_init * scale_init)]
+        return [g_tensor]
+
+    def get_config(self):
+        return {**super().get_config(), "data_init": self.data_init}
+
+
 # Class names as the libraries' files store them.
 OBJECTS = {"Addons>GroupNormalization": GroupNormalization, "Addons>InstanceNormalization": TfaInstanceNormalization,
            "InstanceNormalization": InstanceNormalization, "FixedDropout": FixedDropout}
+OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": SpectralNormalization,
+                "Addons>WeightNormalization": WeightNormalization})
