@@ -88,7 +88,7 @@ def test_audit_gives_each_pair_one_verdict(tmp_path):
     for weights, config, _ in PAIR_CASES:
         assert rows[weights]["config"] == str(PAIRS / config)
         assert rows[weights]["verdict"] == "portable", rows[weights]
-    assert rows["bad/not_a_model.h5"]["verdict"] == "portable with source"  # weights alone: needs the model
+    assert rows["bad/not_a_model.h5"]["verdict"] == "blocked"  # weights alone: needs --src SCRIPT.py:BUILD_FN
 
 
 def test_hdf5_found_by_content_under_other_names():
