@@ -166,6 +166,10 @@ def _summary(report: dict) -> None:
     for f in changed:
         where = f"layer '{f['layer']}': " if f.get("layer") else ""
         out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)
+    for b, v in (report.get("gradients") or {}).get("backends", {}).items():
+        out.print(f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
+                  f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
+                  f"{v['first_divergent_variable'] or 'none'}"), highlight=False)
     led = report.get("ledger")  # absent from `k2to3 verify` reports: nothing was restored
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""
