@@ -119,6 +119,13 @@ def convert(
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]; nothing written")
         raise typer.Exit(130) from None
+    _emit(report, rdir, as_json)
+
+
+def _emit(report: dict, rdir: Path, as_json: bool) -> None:
+    """Write report.json/report.md, print the JSON or the summary, exit with the report's code."""
+    from .report import write
+
     paths = write(report, rdir)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
@@ -211,7 +218,6 @@ def verify(
     grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
 ) -> None:
     """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
-    from .report import write
     from .verification import VerifyOptions
     from .verification import verify as run
 
@@ -228,13 +234,7 @@ def verify(
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]")
         raise typer.Exit(130) from None
-    paths = write(report, rdir)
-    if as_json:
-        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
-    else:
-        _summary(report)
-        out.print(f"report: {paths[0]}  {paths[1]}", highlight=False)
-    raise typer.Exit(report["exit_code"])
+    _emit(report, rdir, as_json)
 
 
 @app.command(

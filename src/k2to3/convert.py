@@ -211,12 +211,7 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if sniff(opts.src) in ("zip", "savedmodel"):
             h5, bridged = _bridge(opts, index, work, get_pool, progress)
         artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
-        source = None
-        if index is not None:
-            source = resolve_in_files(index, artifact.model_config, artifact.training_config,
-                                      module_name_for(opts.out.stem), build_fn)
-        plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
-            else Plan(model={})
+        source, plan = plan_for(opts, index, artifact, build_fn)
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
@@ -247,6 +242,17 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             if tmp is not None and tmp.exists():
                 tmp.unlink()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def plan_for(opts: Options, index: Any, artifact: Any, build_fn: str | None) -> tuple[Resolution | None, Plan]:
+    """The --src resolution (None without --src) and the upgrade plan of a Keras 2 artifact."""
+    source = None
+    if index is not None:
+        source = resolve_in_files(index, artifact.model_config, artifact.training_config,
+                                  module_name_for(opts.out.stem), build_fn)
+    plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
+        else Plan(model={})
+    return source, plan
 
 
 def _bridge(opts: Options, index: Any, work: Path, get_pool: Callable[[], Pool],

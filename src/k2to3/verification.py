@@ -24,6 +24,7 @@ from .convert import (
     _prepare_source,
     _report_base,
     parse_sources,
+    plan_for,
     set_verdict,
     tolerances,
     verify_backends,
@@ -32,8 +33,7 @@ from .errors import InputError
 from .golden import Golden, read_golden
 from .gradients import apply_verdict, check_gradients
 from .source.extract import index_sources
-from .source.hoist import module_name_for, resolve_in_files
-from .upgrade import Plan, upgrade
+from .upgrade import Plan
 from .workers.pool import KINDS, Pool
 
 
@@ -136,12 +136,7 @@ def _against_reference(job: Job) -> dict[str, Any]:
     index = index_sources(files, skip_bad=any(Path(s).is_dir() for s in opts.sources)) if files else None
     artifact = read_artifact(opts.src, weights_only_ok=build_fn is not None)
     job.h5 = opts.src
-    source = None
-    if index is not None:
-        source = resolve_in_files(index, artifact.model_config, artifact.training_config,
-                                  module_name_for(opts.out.stem), build_fn)
-    plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
-        else Plan(model={})
+    source, plan = plan_for(opts, index, artifact, build_fn)
     report = _report_base(opts, artifact, plan)
     report.update(command="verify", schema="k2to3.convert/2")
     report["input"]["format"] = "HDF5" if artifact.model_config else "HDF5 weights only"

@@ -234,13 +234,18 @@ def _constant_initializers(keras: Any):
             setattr(rnd, n, f)
 
 
-def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
+    """(keras, the .keras loaded with safe_mode=True, load seconds), the generated modules imported first."""
     keras = _k3()
     _import_modules(req)
     t0 = time.perf_counter()
     with _constant_initializers(keras):
         model = keras.saving.load_model(req["keras"], safe_mode=True)
-    t_load = time.perf_counter() - t0
+    return keras, model, time.perf_counter() - t0
+
+
+def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+    keras, model, t_load = load_keras(req)
     weights = [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights]
     per_layer = {}
     for layer in model.layers:

@@ -14,13 +14,11 @@ import numpy as np
 
 from .child import (
     SEED,
-    _constant_initializers,
     _golden_model,
-    _import_modules,
-    _k3,
     _load_inputs,
     _model_input,
     _save_arrays,
+    load_keras,
 )
 
 NOISE_ATTRS = ("rate", "stddev")  # Dropout family, GaussianNoise, GaussianDropout, AlphaDropout
@@ -83,11 +81,8 @@ def _summed_loss(ops: Any, loss_fns: list[Any], ys: list[Any], outs: list[Any]) 
 
 def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     """Keras 3: load the .keras (safe_mode=True), differentiate the loss on this backend."""
-    keras = _k3()
-    _import_modules(req)
     t0 = time.perf_counter()
-    with _constant_initializers(keras):
-        model = keras.saving.load_model(req["keras"], safe_mode=True)
+    keras, model, _ = load_keras(req)
     layers = list(model._flatten_layers(include_self=False))
     changed = _derandomize(layers)
     x = _model_input(_load_inputs(req["inputs"]))
