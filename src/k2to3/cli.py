@@ -169,7 +169,8 @@ def _summary(report: dict) -> None:
         out.print(f"[yellow]note[/]: {note}", highlight=False)
     changed = [f for f in report["findings"] if f["severity"] != "info"]
     n_info = len(report["findings"]) - len(changed)
-    out.print(f"{n_info} config fixes applied; {len(changed)} warnings", highlight=False)
+    applied = "config fixes convert applies" if report.get("command") == "verify" else "config fixes applied"
+    out.print(f"{n_info} {applied}; {len(changed)} warnings", highlight=False)
     for f in changed:
         where = f"layer '{f['layer']}': " if f.get("layer") else ""
         out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)

@@ -114,7 +114,8 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
             out, _ = model.stateless_call(tvals, ntv, x, training=True)
             return _summed_loss(keras.ops, fns, ys, keras.tree.flatten(out))
 
-        loss, grads = jax.value_and_grad(f)([v.value for v in tv])
+        # one compiled program, as for the forward pass (child._forward): eager jax compiles every primitive
+        loss, grads = jax.jit(jax.value_and_grad(f))([v.value for v in tv])
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(keras.ops.convert_to_numpy(g))
               for v, g in zip(tv, grads)]
     _save_arrays(req["out"], arrays, prefix="g")
