@@ -58,7 +58,8 @@ def mobilenetv2():
 def _record(name: str, report: dict) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     g = report["gradients"]
-    row = {"model": name, "verdict": g["verdict"], "loss": g["loss"],
+    row = {"model": name, "verdict": g["verdict"], "numeric_verdict": g["numeric_verdict"], "loss": g["loss"],
+           "reference_sensitivity": g["reference"].get("sensitivity"),
            **{b: {k: v.get(k) for k in ("max_abs", "max_rel", "max_rel_l2", "min_cosine", "first_divergent_variable")}
               for b, v in g["backends"].items()}}
     with open(ARTIFACTS / "grads.jsonl", "a") as fh:
@@ -72,8 +73,10 @@ def check_table(report: dict, n_vars: int) -> None:
     for b, v in g["backends"].items():
         assert v["status"] in ("parity", "mismatch"), (b, v.get("error"))
         assert len(v["variables"]) == n_vars and not v["unconnected"]
-        # the same function differentiated: every variable's gradient points the same way as tf_keras's
-        assert v["min_cosine"] > 0.999, (b, v["top_divergent"])
+        # the same function differentiated: where tf_keras's own gradient is stable under a 1e-6 change of the
+        # inputs, every backend's gradient points the same way as tf_keras's
+        stable = [r for r in v["variables"] if r["reference_sensitivity"] < 1e-3 and r["ref_max_abs"] > 1e-6]
+        assert stable and min(r["cosine"] for r in stable) > 0.999, (b, v["top_divergent"])
         assert abs(v["loss"] - g["reference"]["loss"]) < 1e-4 * max(1.0, abs(g["reference"]["loss"]))
 
 
@@ -85,6 +88,10 @@ def test_grads_mobilenetv2(pool, mobilenetv2, tmp_path):
     g = report["gradients"]
     assert g["loss_source"].startswith("default") and any("BatchNormalization" in n for n in g["notes"])
     assert report["exit_code"] == (0 if g["verdict"] == "parity" else 1)
+    # MobileNetV2 at 32x32 in training mode: BatchNormalization over 2x1x1 values per channel in the last blocks
+    # makes tf_keras's own gradients jump under a 1e-6 input change; the report must say so
+    if g["verdict"] == "mismatch":
+        assert g["reference"]["sensitivity"]["max_rel_l2"] > 0.01 and any("ill-conditioned" in n for n in g["notes"])
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ from .child import (
 
 NOISE_ATTRS = ("rate", "stddev")  # Dropout family, GaussianNoise, GaussianDropout, AlphaDropout
 RNN_ATTRS = ("dropout", "recurrent_dropout")  # RNN cells
+SENSITIVITY_EPS = 1e-6
 
 
 def _derandomize(layers: list[Any]) -> list[str]:
@@ -141,16 +142,33 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     fns = [_loss(tf_keras, s) for s in req["losses"]]
     tv = model.trainable_weights
     t1 = time.perf_counter()
-    with tf.GradientTape() as tape:
-        outs = tf.nest.flatten(model(x, training=True))
-        total = None
-        for fn, y, o in zip(fns, ys, outs):
-            v = tf.reduce_mean(fn(y, o))
-            total = v if total is None else total + v
-    grads = tape.gradient(total, tv)
-    arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(tf.convert_to_tensor(g))
-              for v, g in zip(tv, grads)]
+
+    def differentiate(inputs: Any) -> tuple[list[np.ndarray], float]:
+        with tf.GradientTape() as tape:
+            outs = tf.nest.flatten(model(inputs, training=True))
+            total = None
+            for fn, y, o in zip(fns, ys, outs):
+                v = tf.reduce_mean(fn(y, o))
+                total = v if total is None else total + v
+        grads = tape.gradient(total, tv)
+        return [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(tf.convert_to_tensor(g))
+                for v, g in zip(tv, grads)], float(total)
+
+    arrays, loss = differentiate(x)
+    t2 = time.perf_counter()
+    # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
+    # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
+    nudged, _ = differentiate(_model_input([xi * np.asarray(1 + SENSITIVITY_EPS, xi.dtype)
+                                            if np.issubdtype(xi.dtype, np.floating) else xi
+                                            for xi in _load_inputs(req["inputs"])]))
     _save_arrays(req["out"], arrays, prefix="g")
     return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
-            "loss": float(total), "derandomized": changed, "keras_version": tf_keras.__version__,
-            "load_seconds": t1 - t0, "grad_seconds": time.perf_counter() - t1}
+            "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
+            "sensitivity": [_rel_l2(b, a) for a, b in zip(arrays, nudged)],
+            "load_seconds": t1 - t0, "grad_seconds": t2 - t1}
+
+
+def _rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    n = float(np.linalg.norm(r))
+    return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))
