@@ -79,6 +79,14 @@ class ModelReport:
         return write(self.data, Path(directory))
 
 
+def _training(mode: str) -> bool:
+    if mode not in ("train", "inference"):
+        from .errors import InputError
+
+        raise InputError(f"grads_mode={mode!r}: unknown mode", hint="choose 'train' or 'inference'")
+    return mode == "train"
+
+
 def _paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
 
@@ -87,18 +95,22 @@ def convert(src: PathLike, output: PathLike, *, backends: Sequence[str] = ("tens
             rtol: float | None = None, atol: float | None = None, inputs: PathLike | None = None,
             sources: Sequence[str] = (), force: bool = False, trust_bytecode: bool = False,
             save_golden: bool = False, report_dir: PathLike | None = None, max_memory: int | None = None,
-            progress: Callable[[str], None] | None = None, pool: Any = None) -> ModelReport:
+            progress: Callable[[str], None] | None = None, pool: Any = None, grads: bool = False,
+            loss: str | None = None, grad_rtol: float | None = None, grad_atol: float | None = None,
+            grads_mode: str = "train") -> ModelReport:
     """`k2to3 convert` as a call. Returns the report (a mismatch is `verdict == "mismatch"`, not an exception);
     raises InputError (exit code 2), NotPortable (3) or K2to3Error (4) where the CLI would exit with that code.
     `report_dir`: also write report.json/report.md there (the NotPortable report too, before raising).
-    `pool`: a warm k2to3.workers.pool.Pool to reuse across calls (else one is started and closed per call)."""
+    `pool`: a warm k2to3.workers.pool.Pool to reuse across calls (else one is started and closed per call).
+    `grads`, `loss`, `grad_rtol`, `grad_atol`, `grads_mode` ("train" or "inference"): as --grads and its options."""
     from .convert import NotPortableReport, Options
     from .convert import convert as run
     from .report import write
 
     opts = Options(src=Path(src), out=Path(output), input_npz=Path(inputs) if inputs else None, rtol=rtol,
                    atol=atol, backends=tuple(backends), force=force, sources=tuple(str(s) for s in sources),
-                   trust_bytecode=trust_bytecode, max_memory=max_memory, save_golden=save_golden)
+                   trust_bytecode=trust_bytecode, max_memory=max_memory, save_golden=save_golden, grads=grads,
+                   loss=loss, grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_training(grads_mode))
     try:
         report = run(opts, progress=progress or (lambda s: None), pool=pool)
     except NotPortableReport as exc:
@@ -114,7 +126,9 @@ def verify(model: PathLike, *, reference: PathLike | None = None, golden: PathLi
            backends: Sequence[str] = ("tensorflow", "torch", "jax"), rtol: float | None = None,
            atol: float | None = None, inputs: PathLike | None = None, sources: Sequence[str] = (),
            report_dir: PathLike | None = None, max_memory: int | None = None,
-           progress: Callable[[str], None] | None = None, pool: Any = None) -> ModelReport:
+           progress: Callable[[str], None] | None = None, pool: Any = None, grads: bool = False,
+           loss: str | None = None, grad_rtol: float | None = None, grad_atol: float | None = None,
+           grads_mode: str = "train") -> ModelReport:
     """`k2to3 verify` as a call: check an existing .keras against its Keras 2 original (`reference`) or a golden
     file (`golden`); the same report and exceptions as `convert`."""
     from .report import write
@@ -124,7 +138,8 @@ def verify(model: PathLike, *, reference: PathLike | None = None, golden: PathLi
     opts = VerifyOptions(keras=Path(model), reference=Path(reference) if reference else None,
                          golden=Path(golden) if golden else None, input_npz=Path(inputs) if inputs else None,
                          rtol=rtol, atol=atol, backends=tuple(backends), sources=tuple(str(s) for s in sources),
-                         max_memory=max_memory)
+                         max_memory=max_memory, grads=grads, loss=loss, grad_rtol=grad_rtol, grad_atol=grad_atol,
+                         grads_training=_training(grads_mode))
     report = run(opts, progress=progress or (lambda s: None), pool=pool)
     if report_dir is not None:
         write(report, Path(report_dir))

@@ -32,9 +32,19 @@ def _fail(exc: K2to3Error) -> None:
 
 GRADS_HELP = ("Also compare the loss gradient w.r.t. every trainable variable on each backend with tf_keras's, on "
               "a seeded batch (training=True, dropout and noise off): report section `gradients`.")
+GRADS_MODE_HELP = ("train: BatchNormalization normalizes with the batch statistics (a training step); inference: "
+                   "with its moving statistics (fine-tuning with frozen BatchNormalization)")
 LOSS_HELP = "The loss for --grads (a Keras loss name) [default: the file's training_config, else mean_squared_error]"
 MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: backends verify side by side only "
                    "while their estimated peaks fit, else one after another. [default: 80% of MemAvailable]")
+
+
+def _grads_training(mode: str) -> bool:
+    if mode not in ("train", "inference"):
+        from .errors import InputError
+
+        _fail(InputError(f"--grads-mode {mode}: unknown mode", hint="choose train or inference"))
+    return mode == "train"
 
 
 def _max_memory(text: str | None) -> int | None:
@@ -92,6 +102,7 @@ def convert(
     loss: Annotated[str | None, typer.Option("--loss", help=LOSS_HELP)] = None,
     grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
     grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
+    grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
@@ -102,7 +113,8 @@ def convert(
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
                    sources=tuple(src_files or ()), trust_bytecode=trust_bytecode,
                    max_memory=_max_memory(max_memory), save_golden=save_golden, grads=grads, loss=loss,
-                   grad_rtol=grad_rtol, grad_atol=grad_atol)
+                   grad_rtol=grad_rtol, grad_atol=grad_atol,
+                   grads_training=_grads_training(grads_mode))
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:
@@ -217,6 +229,7 @@ def verify(
     loss: Annotated[str | None, typer.Option("--loss", help=LOSS_HELP)] = None,
     grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
     grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
+    grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
 ) -> None:
     """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
     from .verification import VerifyOptions
@@ -225,7 +238,7 @@ def verify(
     opts = VerifyOptions(keras=model, reference=reference, golden=golden, input_npz=input_npz, rtol=rtol, atol=atol,
                          backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
                          sources=tuple(src_files or ()), max_memory=_max_memory(max_memory), grads=grads, loss=loss,
-                         grad_rtol=grad_rtol, grad_atol=grad_atol)
+                         grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_grads_training(grads_mode))
     rdir = report_dir or model.with_name(model.name + ".verify")
     try:
         with err.status("verifying…", spinner="dots") as status:

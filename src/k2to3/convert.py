@@ -53,6 +53,7 @@ class Options:
     loss: str | None = None  # --loss: the loss for --grads instead of training_config's
     grad_rtol: float | None = None
     grad_atol: float | None = None
+    grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
 
 
 Progress = Callable[[str], None]
@@ -387,7 +388,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         from .gradients import check_gradients
 
         check_gradients(job, report, tmp_out, verify, reference, artifact.training_config, opts.loss, opts.grad_rtol,
-                        opts.grad_atol, weight_bytes)
+                        opts.grad_atol, weight_bytes, opts.grads_training)
     if tmp_module is not None:
         os.replace(tmp_module, _module_path(opts))
     os.replace(tmp_out, opts.out)  # atomic within the output directory

@@ -117,7 +117,8 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
 
 def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
                     outputs: list[np.ndarray], training_config: dict[str, Any] | None, loss: str | None,
-                    rtol: float | None, atol: float | None, weight_bytes: int) -> dict[str, Any]:
+                    rtol: float | None, atol: float | None, weight_bytes: int, training: bool = True
+                    ) -> dict[str, Any]:
     """Fill report["gradients"]; returns it. Needs the Keras 2 golden (else the Keras 3 tensorflow gradients are
     the reference, as for the outputs)."""
     t0 = time.perf_counter()
@@ -126,7 +127,7 @@ def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple
     np.savez(job.npz("targets"), **{f"y{i}": y for i, y in enumerate(ys)})
     rt, at = (GRAD_RTOL if rtol is None else rtol), (GRAD_ATOL if atol is None else atol)
     golden = report.get("reference", {}).get("kind") == "keras2-tf_keras"
-    common = {"inputs": job.npz("inputs"), "targets": job.npz("targets"), "losses": losses}
+    common = {"inputs": job.npz("inputs"), "targets": job.npz("targets"), "losses": losses, "training": training}
     job.progress("--grads: differentiating the loss on " + ", ".join(verify) + (" and tf_keras" if golden else ""))
 
     def k3(b: str) -> Any:
@@ -141,7 +142,7 @@ def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple
     replies: dict[str, Any] = {}
     for b in verify:
         replies[b] = _result(done[b][-1])
-    section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": "seeded", "training": True,
+    section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": "seeded", "training": training,
                                "tolerance": {"rtol": rt, "atol": at,
                                              "source": "user" if rtol is not None or atol is not None else "default"}}
     if golden:
@@ -228,7 +229,7 @@ def markdown(g: dict[str, Any]) -> list[str]:
 
     ref = g.get("reference", {})
     lines = ["", "## Gradients", "",
-             f"Loss {', '.join(map(str, g['loss']))} ({g['loss_source']}) on seeded targets, training=True"
+             f"Loss {', '.join(map(str, g['loss']))} ({g['loss_source']}) on seeded targets, training={g['training']}"
              + (f", dropout/noise off in {', '.join(g['derandomized'])}" if g.get("derandomized") else "")
              + f"; reference {ref.get('kind')} (loss {f(ref.get('loss'))}); rtol={g['tolerance']['rtol']:g}, "
              f"atol={g['tolerance']['atol']:g}. Verdict: **{g['verdict']}**"

@@ -53,6 +53,7 @@ class VerifyOptions:
     loss: str | None = None
     grad_rtol: float | None = None
     grad_atol: float | None = None
+    grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
 
 
 def check(opts: VerifyOptions) -> None:
@@ -87,7 +88,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
     copts = Options(src=opts.reference or opts.golden, out=opts.keras, input_npz=opts.input_npz, rtol=opts.rtol,
                     atol=opts.atol, backends=opts.backends, golden=golden is None, sources=opts.sources,
                     trust_bytecode=opts.trust_bytecode, max_memory=opts.max_memory, grads=opts.grads,
-                    loss=opts.loss, grad_rtol=opts.grad_rtol, grad_atol=opts.grad_atol)
+                    loss=opts.loss, grad_rtol=opts.grad_rtol, grad_atol=opts.grad_atol,
+                    grads_training=opts.grads_training)
     own_pool = pool is None
     work = Path(tempfile.mkdtemp(prefix="k2to3-verify-"))
     try:
@@ -121,7 +123,7 @@ def _finish(job: Job, plan: Plan, report: dict[str, Any], rtol: float, atol: flo
     opts = job.opts
     if opts.grads:
         check_gradients(job, report, job.keras, verify, reference, training_config, opts.loss, opts.grad_rtol,
-                        opts.grad_atol, weight_bytes)
+                        opts.grad_atol, weight_bytes, opts.grads_training)
     timings["total_seconds"] = round(time.perf_counter() - t0, 3)
     report["timings"] = timings
     set_verdict(report, plan, mismatched, hashes)

@@ -1,9 +1,10 @@
 """Loss gradients w.r.t. every trainable variable, on one backend (`--grads`; parent side: gradients.py).
 
 Keras 3: tensorflow with GradientTape, torch with autograd, jax with jax.grad through model.stateless_call;
-Keras 2: tf_keras with GradientTape on the golden model. Forward passes run with training=True (BatchNormalization
-uses the batch statistics, as a training step does) and every source of training-time randomness made the
-identity (dropout rates and noise levels set to 0), so both sides differentiate the same function."""
+Keras 2: tf_keras with GradientTape on the golden model. Forward passes run with training=True by default
+(BatchNormalization uses the batch statistics, as a training step does; `training: false` freezes them), and
+every source of training-time randomness made the identity (dropout rates and noise levels set to 0), so both
+sides differentiate the same function."""
 
 from __future__ import annotations
 
@@ -52,12 +53,12 @@ def _targets(req: dict[str, Any]) -> list[np.ndarray]:
         return [z[f"y{i}"] for i in range(len(z.files))]
 
 
-def _notes(layers: list[Any], policy: str | None) -> list[str]:
+def _notes(layers: list[Any], policy: str | None, training: bool) -> list[str]:
     """Known sources of gradient divergence between backends in this model (docs/report.md#gradients)."""
     notes = set()
     for layer in layers:
         name = type(layer).__name__
-        if "BatchNormalization" in name:
+        if "BatchNormalization" in name and training:
             notes.add("BatchNormalization in training mode: batch mean/variance reductions differ in accumulation "
                       "order between backends")
         kernel = getattr(layer, "kernel", None)
@@ -91,19 +92,20 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     fns = [_loss(keras, s) for s in req["losses"]]
     tv = model.trainable_variables
     backend = keras.backend.backend()
+    training = bool(req.get("training", True))
     t1 = time.perf_counter()
     if backend == "tensorflow":
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            outs = keras.tree.flatten(model(x, training=True))
+            outs = keras.tree.flatten(model(x, training=training))
             loss = _summed_loss(keras.ops, fns, ys, outs)
         grads = [None if g is None else tf.convert_to_tensor(g)  # Embedding: IndexedSlices -> dense
                  for g in tape.gradient(loss, [v.value for v in tv])]
     elif backend == "torch":
         import torch
 
-        outs = keras.tree.flatten(model(x, training=True))
+        outs = keras.tree.flatten(model(x, training=training))
         loss = _summed_loss(keras.ops, fns, [torch.as_tensor(y) for y in ys], outs)
         grads = torch.autograd.grad(loss, [v.value for v in tv], allow_unused=True)
     else:
@@ -112,7 +114,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
         ntv = [v.value for v in model.non_trainable_variables]
 
         def f(tvals: list[Any]) -> Any:
-            out, _ = model.stateless_call(tvals, ntv, x, training=True)
+            out, _ = model.stateless_call(tvals, ntv, x, training=training)
             return _summed_loss(keras.ops, fns, ys, keras.tree.flatten(out))
 
         # one compiled program, as for the forward pass (child._forward): eager jax compiles every primitive
@@ -124,7 +126,8 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
             "none": [v.path for v, g in zip(tv, grads) if g is None],
             "loss": float(keras.ops.convert_to_numpy(loss)), "derandomized": changed,
-            "notes": _notes(layers, policy), "load_seconds": t1 - t0, "grad_seconds": time.perf_counter() - t1}
+            "notes": _notes(layers, policy, training), "load_seconds": t1 - t0,
+            "grad_seconds": time.perf_counter() - t1}
 
 
 def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
@@ -141,11 +144,12 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     ys = [tf.constant(y) for y in _targets(req)]
     fns = [_loss(tf_keras, s) for s in req["losses"]]
     tv = model.trainable_weights
+    training = bool(req.get("training", True))
     t1 = time.perf_counter()
 
     def differentiate(inputs: Any) -> tuple[list[np.ndarray], float]:
         with tf.GradientTape() as tape:
-            outs = tf.nest.flatten(model(inputs, training=True))
+            outs = tf.nest.flatten(model(inputs, training=training))
             total = None
             for fn, y, o in zip(fns, ys, outs):
                 v = tf.reduce_mean(fn(y, o))
