@@ -58,7 +58,7 @@ def mobilenetv2():
 def _record(name: str, report: dict) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     g = report["gradients"]
-    row = {"model": name, "verdict": g["verdict"], "numeric_verdict": g["numeric_verdict"], "loss": g["loss"],
+    row = {"model": name, "verdict": g["verdict"], "numeric_verdict": g.get("numeric_verdict"), "loss": g["loss"],
            "reference_sensitivity": g["reference"].get("sensitivity"),
            **{b: {k: v.get(k) for k in ("max_abs", "max_rel", "max_rel_l2", "min_cosine", "first_divergent_variable")}
               for b, v in g["backends"].items()}}
@@ -109,10 +109,10 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     out = tmp_path / "lstm.keras"
     report = convert(Options(src=VERIFY / "lstm_dropout.h5", out=out, grads=True), pool=pool)
     _record("lstm_dropout", report)
-    check_table(report, 7)
+    check_table(report, 8)  # two LSTMs (kernel, recurrent_kernel, bias) and the Dense
     g = report["gradients"]
     assert g["loss"] == ["categorical_crossentropy"] and g["loss_source"] == "training_config"
-    assert {"lstm1"} <= set(g["derandomized"]) and any("recurrent" in n for n in g["notes"])
+    assert any("lstm" in n for n in g["derandomized"]) and any("recurrent" in n for n in g["notes"])
     assert g["verdict"] == "parity" and report["exit_code"] == 0, {b: v["top_divergent"][:2]
                                                                    for b, v in g["backends"].items()}
     # verify --grads on the converted file gives the same gradient figures

@@ -37,7 +37,10 @@ def _derandomize(layers: list[Any]) -> list[str]:
         for a in attrs:
             v = getattr(layer, a, None)
             if isinstance(v, float | int) and not isinstance(v, bool) and v > 0:
-                setattr(layer, a, 0.0)
+                try:
+                    setattr(layer, a, 0.0)
+                except AttributeError:  # RNN layers read it from their cell (a read-only property): set there
+                    continue
                 hit = True
         if hit:
             changed.append(layer.name)
