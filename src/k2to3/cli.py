@@ -30,8 +30,21 @@ def _fail(exc: K2to3Error) -> None:
     raise typer.Exit(int(exc.code))
 
 
+GRADS_HELP = ("Also compare the loss gradient w.r.t. every trainable variable on each backend with tf_keras's, on "
+              "a seeded batch (training=True, dropout and noise off): report section `gradients`.")
+GRADS_MODE_HELP = ("train: BatchNormalization normalizes with the batch statistics (a training step); inference: "
+                   "with its moving statistics (fine-tuning with frozen BatchNormalization)")
+LOSS_HELP = "The loss for --grads (a Keras loss name) [default: the file's training_config, else mean_squared_error]"
 MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: backends verify side by side only "
                    "while their estimated peaks fit, else one after another. [default: 80% of MemAvailable]")
+
+
+def _grads_training(mode: str) -> bool:
+    if mode not in ("train", "inference"):
+        from .errors import InputError
+
+        _fail(InputError(f"--grads-mode {mode}: unknown mode", hint="choose train or inference"))
+    return mode == "train"
 
 
 def _max_memory(text: str | None) -> int | None:
@@ -94,6 +107,14 @@ def convert(
     executor: Annotated[str, typer.Option("--executor", help="Store: local or ray.")] = "local",
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="Store with --executor ray: auto or "
                                                     "ray://host:10001 [default: a local Ray]")] = None,
+    save_golden: Annotated[bool, typer.Option("--save-golden", help="Also write OUTPUT's name + '.golden.npz' "
+                                              "(inputs, reference outputs, tolerances, versions) for "
+                                              "`k2to3 verify --golden` after upgrading keras/torch/jax.")] = False,
+    grads: Annotated[bool, typer.Option("--grads", help=GRADS_HELP)] = False,
+    loss: Annotated[str | None, typer.Option("--loss", help=LOSS_HELP)] = None,
+    grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
+    grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
+    grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .store import is_url
@@ -114,7 +135,8 @@ def convert(
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
                    sources=tuple(src_files or ()), trust_bytecode=trust_bytecode,
-                   max_memory=_max_memory(max_memory), config=config)
+                   max_memory=_max_memory(max_memory), config=config, save_golden=save_golden, grads=grads,
+                   loss=loss, grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_grads_training(grads_mode))
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:
@@ -131,6 +153,13 @@ def convert(
     except KeyboardInterrupt:
         err.print("[red]interrupted[/]; nothing written")
         raise typer.Exit(130) from None
+    _emit(report, rdir, as_json)
+
+
+def _emit(report: dict, rdir: Path, as_json: bool) -> None:
+    """Write report.json/report.md, print the JSON or the summary, exit with the report's code."""
+    from .report import write
+
     paths = write(report, rdir)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
@@ -174,15 +203,74 @@ def _summary(report: dict) -> None:
         out.print(f"[yellow]note[/]: {note}", highlight=False)
     changed = [f for f in report["findings"] if f["severity"] != "info"]
     n_info = len(report["findings"]) - len(changed)
-    out.print(f"{n_info} config fixes applied; {len(changed)} warnings", highlight=False)
+    applied = "config fixes convert applies" if report.get("command") == "verify" else "config fixes applied"
+    out.print(f"{n_info} {applied}; {len(changed)} warnings", highlight=False)
     for f in changed:
         where = f"layer '{f['layer']}': " if f.get("layer") else ""
         out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)
-    led = report["ledger"]
+    for b, v in (report.get("gradients") or {}).get("backends", {}).items():
+        out.print(f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
+                  f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
+                  f"{v['first_divergent_variable'] or 'none'}"), highlight=False)
+    led = report.get("ledger")  # absent from `k2to3 verify` reports: nothing was restored
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""
-    out.print(f"weights: {led['tensors_restored']}/{led['tensors_expected']} tensors restored; "
-              f"verdict: [bold]{report['verdict']}[/]{numeric}; load with: {report['output']['load']}", highlight=False)
+    restored = f"weights: {led['tensors_restored']}/{led['tensors_expected']} tensors restored; " if led else ""
+    out.print(f"{restored}verdict: [bold]{report['verdict']}[/]{numeric}; load with: {report['output']['load']}",
+              highlight=False)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 verify model.keras --reference legacy.h5\n\n"
+        "  k2to3 verify model.keras --golden model.golden.npz   (after upgrading keras, torch or jax)\n\n"
+        "Exit codes: as convert: 0 parity, 1 mismatch (or drift from the golden file), 2 usage or input error, "
+        "3 not portable, 4 internal error."
+    )
+)
+def verify(
+    model: Annotated[Path, typer.Argument(help="The Keras 3 .keras file to verify (loaded with safe_mode=True, "
+                                          "never written).")],
+    reference: Annotated[Path | None, typer.Option("--reference", help="The Keras 2 .h5 it came from: tf_keras "
+                                                   "computes the golden output.")] = None,
+    golden: Annotated[Path | None, typer.Option("--golden", help="A golden file from `convert --save-golden` "
+                                                "instead of --reference.")] = None,
+    report_dir: Annotated[Path | None, typer.Option(help="Where to write report.json and report.md "
+                                                         "[default: MODEL's name + '.verify/']")] = None,
+    input_npz: Annotated[Path | None, typer.Option("--input", help="Inputs (.npz: in0, in1, ...) instead of the "
+                                                   "seeded ones (with --reference).")] = None,
+    rtol: Annotated[float | None, typer.Option(help="Relative tolerance [default: 1e-5, or the golden file's]")] = None,
+    atol: Annotated[float | None, typer.Option(help="Absolute tolerance [default: 1e-6, or the golden file's]")] = None,
+    backends: Annotated[str, typer.Option(help="Backends to verify on, comma-separated.")] = "tensorflow,torch,jax",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")] = False,
+    src_files: Annotated[list[str] | None, typer.Option(
+        "--src", help="Python source of the model's Lambda functions / custom objects (as for convert).")] = None,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP)] = None,
+    grads: Annotated[bool, typer.Option("--grads", help=GRADS_HELP + " With --reference.")] = False,
+    loss: Annotated[str | None, typer.Option("--loss", help=LOSS_HELP)] = None,
+    grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
+    grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
+    grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
+) -> None:
+    """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
+    from .verification import VerifyOptions
+    from .verification import verify as run
+
+    opts = VerifyOptions(keras=model, reference=reference, golden=golden, input_npz=input_npz, rtol=rtol, atol=atol,
+                         backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
+                         sources=tuple(src_files or ()), max_memory=_max_memory(max_memory), grads=grads, loss=loss,
+                         grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_grads_training(grads_mode))
+    rdir = report_dir or model.with_name(model.name + ".verify")
+    try:
+        with err.status("verifying…", spinner="dots") as status:
+            report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
+    except K2to3Error as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]")
+        raise typer.Exit(130) from None
+    _emit(report, rdir, as_json)
 
 
 @app.command(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .api import CallableModule
 from .artifact import file_sha256, read_artifact, read_keras_config, sniff
 from .compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
 from .errors import Exit, InputError, K2to3Error, NotPortable
@@ -47,6 +49,12 @@ class Options:
     trust_bytecode: bool = False
     max_memory: int | None = None  # bytes; None: a share of MemAvailable (workers/pool.py)
     config: Path | None = None  # --config: the to_json/to_yaml architecture of a save_weights file (pairs.py)
+    save_golden: bool = False  # write MODEL.golden.npz beside the .keras (golden.py; `k2to3 verify --golden`)
+    grads: bool = False  # --grads: loss gradients on every backend vs tf_keras (gradients.py)
+    loss: str | None = None  # --loss: the loss for --grads instead of training_config's
+    grad_rtol: float | None = None
+    grad_atol: float | None = None
+    grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
 
 
 Progress = Callable[[str], None]
@@ -77,6 +85,11 @@ def check_paths(opts: Options) -> None:
         if any(Path(spec.rsplit(":", 1)[0] if _has_fn(spec) else spec).resolve() == module.resolve()
                for spec in opts.sources):
             raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
+    if opts.save_golden and not opts.force:
+        from .golden import golden_path
+
+        if golden_path(out).exists():
+            raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
     for b in opts.backends:
         if b not in KINDS:
             raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")
@@ -145,6 +158,7 @@ class Job:
     module_needed: bool = False  # the .keras references objects of the generated module
     pair: bool = False  # the input is a config + weights pair merged into one HDF5 (pairs.py)
     opts_input: dict[str, Any] = field(default_factory=dict)  # what the input was bridged from (report input)
+    keras: Path | None = None  # `k2to3 verify`: the existing .keras to check (convert: the partial output)
 
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
@@ -214,15 +228,7 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
                 if bridged_gpu is not None:
                     h5, bridged = bridged_gpu
         artifact = read_artifact(h5, weights_only_ok=build_fn is not None)
-        source = None
-        if index is not None:
-            source = resolve_in_files(index, artifact.model_config, artifact.training_config,
-                                      module_name_for(opts.out.stem), build_fn)
-        plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
-            else Plan(model={})
-        from .golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
-
-        plan.findings.extend(legacy_findings(artifact))
+        source, plan = plan_for(opts, index, artifact, build_fn)
         if source is not None:
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
@@ -266,6 +272,20 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             if tmp is not None and tmp.exists():
                 tmp.unlink()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def plan_for(opts: Options, index: Any, artifact: Any, build_fn: str | None) -> tuple[Resolution | None, Plan]:
+    """The --src resolution (None without --src) and the upgrade plan of a Keras 2 artifact."""
+    source = None
+    if index is not None:
+        source = resolve_in_files(index, artifact.model_config, artifact.training_config,
+                                  module_name_for(opts.out.stem), build_fn)
+    plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
+        else Plan(model={})
+    from .golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
+
+    plan.findings.extend(legacy_findings(artifact))
+    return source, plan
 
 
 def _bridge(opts: Options, index: Any, work: Path, get_pool: Callable[[], Pool],
@@ -396,14 +416,66 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
         report["ledger"]["weights_matched_by"] = report["input"]["pair"]["weights_matched_by"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
     weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
+    reference, mismatched, hashes = verify_backends(job, plan, report, tmp_out, build["weight_hash"], verify,
+                                                    rtol, atol, weight_bytes, timings)
+    if opts.grads:
+        from .gradients import check_gradients
+
+        check_gradients(job, report, tmp_out, verify, reference, artifact.training_config, opts.loss, opts.grad_rtol,
+                        opts.grad_atol, weight_bytes, opts.grads_training)
+    if tmp_module is not None:
+        os.replace(tmp_module, _module_path(opts))
+    os.replace(tmp_out, opts.out)  # atomic within the output directory
+    imports = (["import k2to3.portable"] if plan.needs_portable else []) + (
+        [f"import {_module_path(opts).stem}"] if tmp_module is not None and job.module_needed else [])
+    report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
+                        "needs_k2to3_portable": plan.needs_portable,
+                        "module": str(_module_path(opts)) if tmp_module is not None else None,
+                        "load": "; ".join([*imports, f"keras.saving.load_model({str(opts.out)!r})"])}
+    timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
+    report["timings"] = timings
+    set_verdict(report, plan, mismatched, hashes)
+    if opts.grads:
+        from .gradients import apply_verdict
+
+        apply_verdict(report)
+    if opts.save_golden:
+        from .golden import save_golden
+
+        report["golden"] = save_golden(job, report, reference, rtol, atol)
+    return report
+
+
+def set_verdict(report: dict[str, Any], plan: Plan, mismatched: list[str], hashes: set[str]) -> None:
+    backends = report["backends"]
+    if any(backends[b]["status"] == "error" for b in backends):
+        report.update(verdict="error", exit_code=int(Exit.INTERNAL))
+    elif mismatched or len(hashes) != 1:
+        report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
+    elif plan.tf_only:  # written and verified on tensorflow; not portable to torch / jax
+        report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=plan.tf_only)
+    else:
+        report.update(verdict="parity", exit_code=int(Exit.PARITY))
+    report["numeric_verdict"] = _numeric_verdict(backends, len(hashes) == 1)
+
+
+def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, build_hash: str | None,
+                    verify: tuple[str, ...], rtol: float, atol: float, weight_bytes: int, timings: dict[str, float],
+                    given: list[np.ndarray] | None = None) -> tuple[list[np.ndarray], list[str], set[str]]:
+    """The verification half, shared by `convert` and `verify`: load `keras` (safe_mode=True) on each backend in
+    its own process, compute the tf_keras golden (unless reference outputs are `given`: `verify --golden`), compare,
+    and on a mismatch measure the float32 noise floor and locate the first divergent layer. Fills
+    report["reference"], ["memory"], ["backends"], ["weight_hashes_agree"]; returns (reference outputs,
+    mismatching backends, the distinct weight hashes)."""
+    opts, progress, wp = job.opts, job.progress, job.pool
 
     def verify_on(b: str) -> Callable[[Any], dict[str, Any]]:
-        return lambda w: w.call("verify", keras=str(tmp_out), inputs=job.npz("inputs"), out=job.npz(f"out-{b}"),
+        return lambda w: w.call("verify", keras=str(keras), inputs=job.npz("inputs"), out=job.npz(f"out-{b}"),
                                 layers=False, modules=job.modules)
 
     def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
         golden, gerr = None, None
-        if opts.golden and wp.golden:
+        if given is None and opts.golden and wp.golden:
             try:
                 golden = w.call("golden", h5=str(job.h5), inputs=job.npz("inputs"),
                                 out=job.npz("golden"), layers=False, **job.golden_args)
@@ -417,7 +489,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     done = wp.run(jobs, weight_bytes)
     fut_golden = done["tensorflow"][0]
     futs: dict[str, Future] = {b: done[b][-1] for b in verify}
-    reference = _reference(job, fut_golden, report)
+    reference = _reference(job, fut_golden, report) if given is None else given
     results: dict[str, dict[str, Any]] = {}
     for b in verify:
         try:
@@ -450,11 +522,13 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
             "params_trainable": r["params_trainable"],
             "params_non_trainable": r["params_non_trainable"],
             "weight_hash": r["weight_hash"],
-            "weight_hash_matches_build": r["weight_hash"] == build["weight_hash"],
+            "weight_hash_matches_build": build_hash is None or r["weight_hash"] == build_hash,
             "layer_hashes": r["layer_hashes"],
             "outputs": [s.to_dict() for s in stats],
             "load_seconds": round(r["load_seconds"], 3),
             "predict_seconds": round(r["predict_seconds"], 3),
+            "keras_version": r.get("keras_version"),
+            "library_version": r.get("library_version"),
             "first_divergent_layer": None,
             "noise": None,
         }
@@ -469,27 +543,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     hashes = {v["weight_hash"] for v in backends.values() if "weight_hash" in v}
     report["backends"] = backends
     report["weight_hashes_agree"] = len(hashes) == 1
-    if tmp_module is not None:
-        os.replace(tmp_module, _module_path(opts))
-    os.replace(tmp_out, opts.out)  # atomic within the output directory
-    imports = (["import k2to3.portable"] if plan.needs_portable else []) + (
-        [f"import {_module_path(opts).stem}"] if tmp_module is not None and job.module_needed else [])
-    report["output"] = {"path": str(opts.out), "sha256": file_sha256(opts.out),
-                        "needs_k2to3_portable": plan.needs_portable,
-                        "module": str(_module_path(opts)) if tmp_module is not None else None,
-                        "load": "; ".join([*imports, f"keras.saving.load_model({str(opts.out)!r})"])}
-    timings["total_seconds"] = round(time.perf_counter() - t_start, 3)
-    report["timings"] = timings
-    if any(backends[b]["status"] == "error" for b in backends):
-        report.update(verdict="error", exit_code=int(Exit.INTERNAL))
-    elif mismatched or len(hashes) != 1:
-        report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
-    elif plan.tf_only:  # written and verified on tensorflow; not portable to torch / jax
-        report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=plan.tf_only)
-    else:
-        report.update(verdict="parity", exit_code=int(Exit.PARITY))
-    report["numeric_verdict"] = _numeric_verdict(backends, len(hashes) == 1)
-    return report
+    return reference, mismatched, hashes
 
 
 def _numeric_verdict(backends: dict[str, Any], hashes_agree: bool) -> str | None:
@@ -515,9 +569,13 @@ def _noise_floor(job: Job, report: dict[str, Any], backends: dict[str, Any], ref
     bad = [b for b, v in backends.items() if v.get("status") == "mismatch"]
     if not bad:
         return
+    ref_kind = report["reference"].get("kind")
+    if ref_kind == "golden-npz":  # `verify --golden`: no reference model to rerun in float64
+        for b in bad:
+            backends[b]["noise"] = {"verdict": "unavailable", "reason": "the reference is a golden file"}
+        return
     t0 = time.perf_counter()
     job.progress(f"mismatch on {', '.join(bad)}: rerunning in float64 to measure the float32 noise floor")
-    ref_kind = report["reference"].get("kind")
     common = {"inputs": job.npz("inputs")}
     if ref_kind == "keras2-tf_keras":
         ref_call = ("tensorflow", {**common, "golden": True, "h5": str(job.h5), **job.golden_args})
@@ -590,6 +648,8 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
     if not bad:
         return
     ref_kind = report["reference"].get("kind")
+    if ref_kind == "golden-npz":  # `verify --golden` holds the model outputs only, not every layer's
+        return
     try:
         if ref_kind == "keras2-tf_keras":
             ref_reply = job.pool.get("tensorflow").call(
@@ -617,6 +677,8 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
 
 
 def _tmp_of(job: Job) -> Path:
+    if job.keras is not None:  # `k2to3 verify`: the file under test, never written
+        return job.keras
     return job.opts.out.parent / f".{job.opts.out.name}.k2to3-partial-{os.getpid()}-{id(job):x}.keras"
 
 
@@ -625,3 +687,7 @@ def _as_user_error(exc: WorkerError) -> K2to3Error:
         return K2to3Error(exc.message, Exit(exc.code))
     return K2to3Error(f"{exc.kind} worker failed: {exc.message}", Exit.INTERNAL,
                       hint="this is a k2to3 bug; the worker log has the traceback")
+
+
+# `k2to3.convert(...)` is the Python API (docs/api.md): this module's name is the function's.
+sys.modules[__name__].__class__ = CallableModule

@@ -73,6 +73,10 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"{_fmt(min(agree)) + '%' if agree else 'n/a'} | {noise_cell(v.get('noise'))} | "
                 f"{fdl.get('layer', '')} |")
         lines += [f"\nNote: {n}" for n in output_notes(report)]
+    if report.get("gradients"):
+        from .gradients import markdown
+
+        lines += markdown(report["gradients"])
     if report.get("source"):
         src = report["source"]
         lines += ["", "## From the source", "", f"Generated module: `{src['module']}` (package `{src['package']}`), "

@@ -243,13 +243,18 @@ def _constant_initializers(keras: Any):
             setattr(rnd, n, f)
 
 
-def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
+    """(keras, the .keras loaded with safe_mode=True, load seconds), the generated modules imported first."""
     keras = _k3()
     _import_modules(req)
     t0 = time.perf_counter()
     with _constant_initializers(keras):
         model = keras.saving.load_model(req["keras"], safe_mode=True)
-    t_load = time.perf_counter() - t0
+    return keras, model, time.perf_counter() - t0
+
+
+def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+    keras, model, t_load = load_keras(req)
     weights = [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights]
     per_layer = {}
     for layer in model.layers:
@@ -271,10 +276,16 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
         "load_seconds": t_load,
         "predict_seconds": t_pred,
         "compiled": bool(getattr(model, "compiled", False)),
+        "library_version": _library_version(keras.backend.backend()),
     }
     if req.get("layers"):
         reply["layer_names"] = _layer_outputs(keras, model, xs, req["layers_out"], keras.layers.InputLayer)
     return reply
+
+
+def _library_version(backend: str) -> str:
+    """The backend library's version (golden files record it: `verify --golden` after an upgrade)."""
+    return str(getattr(sys.modules.get(backend), "__version__", "unknown"))
 
 
 def _layer_outputs(keras: Any, model: Any, xs: list[np.ndarray], out_path: str, input_cls: Any) -> list[str]:
@@ -546,6 +557,21 @@ def op_float64(req: dict[str, Any]) -> dict[str, Any]:
 
 
 OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op_bridge, "float64": op_float64}
+
+
+def op_grads(req: dict[str, Any]) -> dict[str, Any]:
+    from .grads import op_grads as run  # --grads (workers/grads.py)
+
+    return run(req)
+
+
+def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
+    from .grads import op_golden_grads as run
+
+    return run(req)
+
+
+OPS.update(grads=op_grads, golden_grads=op_golden_grads)
 
 
 def main() -> None:

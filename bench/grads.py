@@ -1,0 +1,79 @@
+"""Benchmark: what `--grads` adds to `convert`, on a ResNet50-size legacy model (tf_keras ResNet50, weights=None,
+saved as HDF5 into tests/.cache; generated on demand, as for bench/convert.py).
+
+Both runs share one warm worker pool started by this script (so backend imports are paid once, before either
+timed run), on tensorflow, torch and jax, in the same order each repeat: plain `convert`, then
+`convert --grads`. Prints the wall time of each, the time --grads added and its ratio to the plain convert
+(target: at most 0.5), and where the gradient time went (tf_keras and per backend, inside the workers).
+
+Usage: python bench/grads.py [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+CACHE = ROOT / "tests" / ".cache"
+MODEL = CACHE / "resnet50.h5"
+MAKE = """
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tf_keras
+tf_keras.utils.set_random_seed(0)
+m = tf_keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+m.save(sys.argv[1] + ".tmp", save_format="h5")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    if not MODEL.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-c", MAKE, str(MODEL)], check=True)
+    from k2to3.convert import Options, convert
+    from k2to3.workers.pool import Pool
+
+    plain, grads, detail = [], [], []
+    with Pool() as pool, tempfile.TemporaryDirectory() as tmp:
+        pool.start()
+        for w in pool.workers.values():
+            w.wait_ready()
+        for i in range(args.repeat):
+            for with_grads, times in ((False, plain), (True, grads)):
+                out = Path(tmp) / f"r{i}-{int(with_grads)}.keras"
+                t0 = time.perf_counter()
+                rep = convert(Options(src=MODEL, out=out, grads=with_grads), pool=pool)
+                times.append(time.perf_counter() - t0)
+                print(f"run {i} {'--grads' if with_grads else 'plain  '}: {times[-1]:7.1f} s  verdict "
+                      f"{rep['verdict']}" + (f", gradients {rep['gradients']['verdict']}" if with_grads else ""),
+                      flush=True)
+                if with_grads:
+                    g = rep["gradients"]
+                    detail.append({"total": g["seconds"], **{b: v.get("seconds") for b, v in g["backends"].items()},
+                                   **{f"{b} worst rel_l2": v.get("max_rel_l2") for b, v in g["backends"].items()}})
+                out.unlink()
+    p, g = statistics.median(plain), statistics.median(grads)
+    print(f"\nResNet50 ({MODEL.stat().st_size / 2**20:.0f} MB h5), cores: {os.cpu_count()}, repeats: {args.repeat}")
+    print(f"plain convert:   {p:7.1f} s (median)")
+    print(f"convert --grads: {g:7.1f} s (median)")
+    print(f"added by --grads: {g - p:6.1f} s = {((g - p) / p):.2f}x of plain convert (target <= 0.5x)")
+    step = statistics.median(d["total"] for d in detail)
+    print(f"the gradient step alone (wall, measured inside convert --grads): {step:6.1f} s = {step / p:.2f}x of plain "
+          "convert (the honest figure when the machine is loaded and the two runs' other steps vary)")
+    print(f"gradient step (wall, inside convert; per-backend seconds are the differentiation alone): {detail[-1]}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Loss gradients w.r.t. every trainable variable, on one backend (`--grads`; parent side: gradients.py).
+
+Keras 3: tensorflow with GradientTape, torch with autograd, jax with jax.grad through model.stateless_call;
+Keras 2: tf_keras with GradientTape on the golden model. Forward passes run with training=True by default
+(BatchNormalization uses the batch statistics, as a training step does; `training: false` freezes them), and
+every source of training-time randomness made the identity (dropout rates and noise levels set to 0), so both
+sides differentiate the same function."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from .child import (
+    SEED,
+    _golden_model,
+    _load_inputs,
+    _model_input,
+    _save_arrays,
+    load_keras,
+)
+
+NOISE_ATTRS = ("rate", "stddev")  # Dropout family, GaussianNoise, GaussianDropout, AlphaDropout
+RNN_ATTRS = ("dropout", "recurrent_dropout")  # RNN cells
+SENSITIVITY_EPS = 1e-6
+
+
+def _derandomize(layers: list[Any]) -> list[str]:
+    """Make training-time randomness the identity; returns the layers changed."""
+    changed = []
+    for layer in layers:
+        name = type(layer).__name__
+        attrs = [*(NOISE_ATTRS if ("Dropout" in name or "Noise" in name) else ()), *RNN_ATTRS]
+        hit = False
+        for a in attrs:
+            v = getattr(layer, a, None)
+            if isinstance(v, float | int) and not isinstance(v, bool) and v > 0:
+                try:
+                    setattr(layer, a, 0.0)
+                except AttributeError:  # RNN layers read it from their cell (a read-only property): set there
+                    continue
+                hit = True
+        if hit:
+            changed.append(layer.name)
+    return changed
+
+
+def _loss(module: Any, spec: Any) -> Any:
+    return module.losses.get(spec)
+
+
+def _targets(req: dict[str, Any]) -> list[np.ndarray]:
+    with np.load(req["targets"]) as z:
+        return [z[f"y{i}"] for i in range(len(z.files))]
+
+
+def _notes(layers: list[Any], policy: str | None, training: bool) -> list[str]:
+    """Known sources of gradient divergence between backends in this model (docs/report.md#gradients)."""
+    notes = set()
+    for layer in layers:
+        name = type(layer).__name__
+        if "BatchNormalization" in name and training:
+            notes.add("BatchNormalization in training mode: batch mean/variance reductions differ in accumulation "
+                      "order between backends")
+        kernel = getattr(layer, "kernel", None)
+        shape = tuple(getattr(kernel, "shape", ()) or ())
+        if len(shape) >= 2 and int(np.prod(shape[:-1])) >= 4096:
+            notes.add(f"reductions over large axes (layer '{layer.name}': fan-in {int(np.prod(shape[:-1]))}): "
+                      "float32 sums in another order")
+        if "LSTM" in name or "GRU" in name or "SimpleRNN" in name:
+            notes.add("recurrent layers: gradients accumulate over every time step (backpropagation through time)")
+    if policy and ("float16" in policy):
+        notes.add(f"dtype policy {policy}: float16/bfloat16 compute")
+    return sorted(notes)
+
+
+def _summed_loss(ops: Any, loss_fns: list[Any], ys: list[Any], outs: list[Any]) -> Any:
+    total = None
+    for fn, y, o in zip(loss_fns, ys, outs):
+        v = ops.mean(fn(y, o))
+        total = v if total is None else total + v
+    return total
+
+
+def op_grads(req: dict[str, Any]) -> dict[str, Any]:
+    """Keras 3: load the .keras (safe_mode=True), differentiate the loss on this backend."""
+    t0 = time.perf_counter()
+    keras, model, _ = load_keras(req)
+    layers = list(model._flatten_layers(include_self=False))
+    changed = _derandomize(layers)
+    x = _model_input(_load_inputs(req["inputs"]))
+    ys = _targets(req)
+    fns = [_loss(keras, s) for s in req["losses"]]
+    tv = model.trainable_variables
+    backend = keras.backend.backend()
+    training = bool(req.get("training", True))
+    t1 = time.perf_counter()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            outs = keras.tree.flatten(model(x, training=training))
+            loss = _summed_loss(keras.ops, fns, ys, outs)
+        grads = [None if g is None else tf.convert_to_tensor(g)  # Embedding: IndexedSlices -> dense
+                 for g in tape.gradient(loss, [v.value for v in tv])]
+    elif backend == "torch":
+        import torch
+
+        outs = keras.tree.flatten(model(x, training=training))
+        loss = _summed_loss(keras.ops, fns, [torch.as_tensor(y) for y in ys], outs)
+        grads = torch.autograd.grad(loss, [v.value for v in tv], allow_unused=True)
+    else:
+        import jax
+
+        ntv = [v.value for v in model.non_trainable_variables]
+
+        def f(tvals: list[Any]) -> Any:
+            out, _ = model.stateless_call(tvals, ntv, x, training=training)
+            return _summed_loss(keras.ops, fns, ys, keras.tree.flatten(out))
+
+        # one compiled program, as for the forward pass (child._forward): eager jax compiles every primitive
+        loss, grads = jax.jit(jax.value_and_grad(f))([v.value for v in tv])
+    arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(keras.ops.convert_to_numpy(g))
+              for v, g in zip(tv, grads)]
+    _save_arrays(req["out"], arrays, prefix="g")
+    policy = getattr(getattr(model, "dtype_policy", None), "name", None)
+    return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
+            "none": [v.path for v, g in zip(tv, grads) if g is None],
+            "loss": float(keras.ops.convert_to_numpy(loss)), "derandomized": changed,
+            "notes": _notes(layers, policy, training), "load_seconds": t1 - t0,
+            "grad_seconds": time.perf_counter() - t1}
+
+
+def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
+    """Keras 2: tf_keras loads the original (as for the golden outputs) and differentiates with GradientTape."""
+    import tensorflow as tf
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(SEED)
+    t0 = time.perf_counter()
+    model = _golden_model(tf_keras, req)
+    layers = list(model._flatten_layers(include_self=False))
+    changed = _derandomize(layers)
+    x = _model_input(_load_inputs(req["inputs"]))
+    ys = [tf.constant(y) for y in _targets(req)]
+    fns = [_loss(tf_keras, s) for s in req["losses"]]
+    tv = model.trainable_weights
+    training = bool(req.get("training", True))
+    t1 = time.perf_counter()
+
+    def differentiate(inputs: Any) -> tuple[list[np.ndarray], float]:
+        with tf.GradientTape() as tape:
+            outs = tf.nest.flatten(model(inputs, training=training))
+            total = None
+            for fn, y, o in zip(fns, ys, outs):
+                v = tf.reduce_mean(fn(y, o))
+                total = v if total is None else total + v
+        grads = tape.gradient(total, tv)
+        return [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(tf.convert_to_tensor(g))
+                for v, g in zip(tv, grads)], float(total)
+
+    arrays, loss = differentiate(x)
+    t2 = time.perf_counter()
+    # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
+    # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
+    nudged, _ = differentiate(_model_input([xi * np.asarray(1 + SENSITIVITY_EPS, xi.dtype)
+                                            if np.issubdtype(xi.dtype, np.floating) else xi
+                                            for xi in _load_inputs(req["inputs"])]))
+    _save_arrays(req["out"], arrays, prefix="g")
+    return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
+            "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
+            "sensitivity": [_rel_l2(b, a) for a, b in zip(arrays, nudged)],
+            "load_seconds": t1 - t0, "grad_seconds": t2 - t1}
+
+
+def _rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    n = float(np.linalg.norm(r))
+    return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))
