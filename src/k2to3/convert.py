@@ -361,6 +361,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
              f"{build['ledger']['tensors_expected']} weight tensors; verifying")
     report["ledger"] = build["ledger"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+    report["optimizer"] = build.get("optimizer")  # optimizer state migration (docs/optimizers.md)
     weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
 
     def verify_on(b: str) -> Callable[[Any], dict[str, Any]]:

@@ -60,6 +60,7 @@ class Restorer:
         self.renames = renames
         self.ledger = Ledger()
         self.assigned: set[int] = set()
+        self.pairs: dict[str, Any] = {}  # dataset path in the file -> the Keras 3 variable it was restored into
 
     def k3_name(self, orig: str) -> str:
         return self.renames.get(orig, orig)
@@ -78,6 +79,7 @@ class Restorer:
             )
         var.assign(value.astype(var.dtype) if str(value.dtype) != str(var.dtype) else value)
         self.assigned.add(id(var))
+        self.pairs[entry.h5path] = var
         self.ledger.tensors_restored += 1
         self.ledger.params_restored += int(value.size)
         if _base(entry.name) != _base(var.path if hasattr(var, "path") else var.name):
@@ -167,8 +169,13 @@ class Restorer:
         return self.ledger
 
 
-def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str]) -> Ledger:
-    return Restorer(artifact, renames).run(model)
+def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str],
+            pairs: dict[str, Any] | None = None) -> Ledger:
+    r = Restorer(artifact, renames)
+    ledger = r.run(model)
+    if pairs is not None:
+        pairs.update(r.pairs)
+    return ledger
 
 
 def weight_hash(arrays: list[np.ndarray]) -> str:

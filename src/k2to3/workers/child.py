@@ -142,7 +142,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         else:
             model = build_model(plan)
             _check_lambda_shapes(model, plan["model"])
-    ledger = restore(model, artifact, plan["renames"])
+    pairs: dict[str, Any] = {}  # file dataset -> Keras 3 variable, for the optimizer slots
+    ledger = restore(model, artifact, plan["renames"], pairs)
     if not ledger.complete:
         raise K2to3Error(
             f"weights not fully restored: {ledger.tensors_restored}/{ledger.tensors_expected} tensors; "
@@ -152,6 +153,11 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
     warnings = []
     if plan.get("compile"):
         warnings.extend(_compile(keras, model, plan["compile"]))
+    optimizer = None
+    if req.get("optimizer_state", True) and artifact.model_config is not None:
+        from .optstate import migrate
+
+        optimizer = migrate(keras, model, artifact, pairs)
     model.save(req["out"])
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
@@ -161,6 +167,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
+        "optimizer": optimizer,
     }
 
 
