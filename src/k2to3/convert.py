@@ -46,6 +46,9 @@ class Options:
     sources: tuple[str, ...] = ()  # --src FILE or FILE:BUILD_FN (repeatable)
     trust_bytecode: bool = False
     max_memory: int | None = None  # bytes; None: a share of MemAvailable (workers/pool.py)
+    fit_steps: int = 0  # --fit-steps N: N-step training parity against tf_keras (docs/optimizers.md)
+    targets: Path | None = None  # --targets y.npz for --fit-steps
+    loss: str | None = None  # --loss NAME for --fit-steps (default: the file's training_config)
 
 
 Progress = Callable[[str], None]
@@ -435,6 +438,13 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
             backends[b] = {"status": "skipped", "reason": f"TensorFlow-only ops: {ops}"}
     hashes = {v["weight_hash"] for v in backends.values() if "weight_hash" in v}
     report["backends"] = backends
+    if opts.fit_steps:
+        from .optimizer.parity import run_fit_steps
+
+        run_fit_steps(job, report, verify, reference, tmp_out, opts.fit_steps, opts.targets, opts.loss,
+                      _compile_losses(plan))
+        if report["training"].get("status") == "mismatch":
+            mismatched.append("training")
     report["weight_hashes_agree"] = len(hashes) == 1
     if tmp_module is not None:
         os.replace(tmp_module, _module_path(opts))
@@ -567,6 +577,12 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
     except WorkerError as exc:
         for b in bad:
             backends[b]["first_divergent_layer"] = {"error": f"per-layer probe failed: {exc.message}"}
+
+
+def _compile_losses(plan: Plan) -> list[Any]:
+    loss = (plan.compile or {}).get("loss") if hasattr(plan, "compile") else None
+    return list(loss.values()) if isinstance(loss, dict) and "class_name" not in loss else \
+        list(loss) if isinstance(loss, list) else [loss]
 
 
 def _tmp_of(job: Job) -> Path:

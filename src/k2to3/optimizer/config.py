@@ -14,8 +14,10 @@ def keras3_schedule(lr: dict[str, Any]) -> dict[str, Any] | None:
     cls = lr.get("class_name")
     if cls not in SCHEDULES or not isinstance(lr.get("config"), dict):
         return None
-    return {"module": "keras.optimizers.schedules", "class_name": cls, "config": dict(lr["config"]),
-            "registered_name": None}
+    cfg = dict(lr["config"])
+    if cfg.get("name") is None:  # tf.keras saved name=None; Keras 3 needs a string
+        cfg["name"] = cls
+    return {"module": "keras.optimizers.schedules", "class_name": cls, "config": cfg, "registered_name": None}
 
 
 def decay_schedule(tc: Any, lr: float, decay: float) -> dict[str, Any]:

@@ -531,6 +531,15 @@ def op_float64(req: dict[str, Any]) -> dict[str, Any]:
 OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op_bridge, "float64": op_float64}
 
 
+def _fit_ops() -> dict[str, Any]:
+    from .fit import OPS as FIT_OPS  # --fit-steps (training parity)
+
+    return FIT_OPS
+
+
+OPS.update(_fit_ops())
+
+
 def main() -> None:
     backend = sys.argv[1]
     if backend != "jax":
