@@ -82,6 +82,12 @@ def convert(
         "--trust-bytecode", help="Allow unmarshalling the file's Lambda bytecode: to show what it references "
         "and, if this Python wrote it, to compute the Keras 2 reference from it. Only for files you trust.")] = False,
     max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP)] = None,
+    fit_steps: Annotated[int, typer.Option("--fit-steps", min=0, help="Also run N train_on_batch steps with "
+                         "tf_keras and on each backend and compare weights and losses (docs/optimizers.md).")] = 0,
+    targets: Annotated[Path | None, typer.Option("--targets", help="Targets for --fit-steps (.npz: y0, y1, ...); "
+                       "default: seeded, typed for the loss.")] = None,
+    loss: Annotated[str | None, typer.Option("--loss", help="Loss for --fit-steps (a Keras loss name); default: "
+                    "the file's training_config.")] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .convert import NotPortableReport, Options
@@ -91,7 +97,7 @@ def convert(
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
                    sources=tuple(src_files or ()), trust_bytecode=trust_bytecode,
-                   max_memory=_max_memory(max_memory))
+                   max_memory=_max_memory(max_memory), fit_steps=fit_steps, targets=targets, loss=loss)
     rdir = report_dir or output.with_name(output.name + ".report")
     try:
         with err.status("converting…", spinner="dots") as status:

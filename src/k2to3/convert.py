@@ -79,6 +79,10 @@ def check_paths(opts: Options) -> None:
         if any(Path(spec.rsplit(":", 1)[0] if _has_fn(spec) else spec).resolve() == module.resolve()
                for spec in opts.sources):
             raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
+    if opts.targets is not None and not opts.targets.is_file():
+        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
+    if (opts.targets is not None or opts.loss) and not opts.fit_steps:
+        raise InputError("--targets and --loss apply to --fit-steps only", hint="add --fit-steps N")
     for b in opts.backends:
         if b not in KINDS:
             raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")

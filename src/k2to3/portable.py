@@ -507,3 +507,6 @@ def ctc_batch_cost(y_true, y_pred, input_length, label_length):
 def in_top_k(predictions, targets, k):
     """K.in_top_k(predictions, targets, k) with Keras 2's argument order (keras.ops.in_top_k takes targets first)."""
     return ops.in_top_k(targets, predictions, k)
+
+
+from .optimizer.keras2_rmsprop import Keras2RMSprop  # noqa: E402,F401  optimizer with Keras 2's update (K2T-OPT)

@@ -141,5 +141,27 @@ def run_fit_steps(job: Any, report: dict[str, Any], verify: tuple[str, ...], out
         with np.load(job.npz(f"fit-{b}")) as z:
             got_w = [z[f"w{i}"] for i in range(len(z.files))]
         section["backends"][b] = compare_training(ref, got, ref_w, got_w, rtol, atol)
+        section["backends"][b]["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"),
+                                                                     job.npz(f"state-{b}"))
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else "mismatch"
+
+
+def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str) -> dict[str, Any] | None:
+    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit?"""
+    from ..h5safe import open_checked, read_dataset
+
+    slots = (optimizer or {}).get("slots")
+    if not slots:
+        return None
+    with np.load(state_npz) as z:
+        loaded = {k: z[k] for k in z.files}
+    f = open_checked(h5)
+    try:
+        saved = {n: read_dataset(f, f"optimizer_weights/{n}") for n in slots}
+    finally:
+        f.close()
+    equal = [n for n, path in slots.items() if path in loaded and
+             np.array_equal(np.asarray(loaded[path], np.float64).reshape(-1),
+                            np.asarray(saved[n], np.float64).reshape(-1))]
+    return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..optimizer.config import decay_schedule, keras3_schedule, loss_scale_config
+from ..optimizer.updates import portable_class, serialized, update_findings
 
 if TYPE_CHECKING:
     from .core import Upgrader
@@ -112,6 +113,9 @@ class TrainingConfig:
             return None
         if "lr" in cfg:
             cfg["learning_rate"] = cfg.pop("lr")
+        port = portable_class(cls, cfg)  # Keras 2's update where Keras 3's differs (rules/optimizers.toml)
+        for code, msg in update_findings(cls, cfg):
+            self.up.note(code, "warning", msg, None, "see docs/optimizers.md")
         if cfg.get("decay") and not isinstance(cfg.get("learning_rate"), dict):
             cfg["learning_rate"] = decay_schedule(self, cfg["learning_rate"], cfg["decay"])
         elif cfg.get("decay"):
@@ -123,6 +127,11 @@ class TrainingConfig:
         elif isinstance(cfg.get("learning_rate"), dict):
             self.warn("learning-rate schedule dropped; the initial rate is not recoverable from the config")
             cfg.pop("learning_rate")
+        if port:
+            self.up.plan.needs_portable = True
+            self.up.note(self.code, "info", f"{cls} kept with Keras 2's update as k2to3>{port} "
+                         "(docs/optimizers.md)")
+            return serialized(cls, {**cfg, "is_legacy_optimizer": True})
         return {"module": "keras.optimizers", "class_name": cls, "config": cfg, "registered_name": None}
 
     def translate(self, tc: dict[str, Any]) -> dict[str, Any]:

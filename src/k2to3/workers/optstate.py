@@ -64,6 +64,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     expected = {id(v): v for vs in lists.values() for v in vs}
     done: set[int] = set()
     ignored, iteration = [], None
+    mapping: dict[str, str] = {}  # saved slot name -> Keras 3 optimizer variable path
     f = open_checked(artifact.path)
     try:
         for slot in state.slots:
@@ -71,6 +72,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
             if slot.slot == "iterations":
                 iteration = int(np.asarray(value).reshape(-1)[0])
                 inner.iterations.assign(iteration)
+                mapping[slot.saved_name] = inner.iterations.path
                 continue
             target_list = lists.get(SLOTS[state.class_name][slot.slot]) or []
             if not target_list and slot.slot == "vhat" and value.shape == (1,):
@@ -87,6 +89,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
                                  f"variable {target.path} {tuple(target.shape)}", hint="report it with the file")
             target.assign(value.astype(keras.backend.standardize_dtype(target.dtype)))
             done.add(id(target))
+            mapping[slot.saved_name] = target.path
     finally:
         f.close()
     missing = [v.path for k, v in expected.items() if k not in done]
@@ -95,7 +98,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
                          f" not in the file: {missing[:3]}", hint="report it to k2to3 with the file")
     return {"status": "restored", **state.to_dict(), "keras3_class": type(opt).__name__,
             "iteration": iteration, "ledger": {"slots_expected": len(expected), "slots_restored": len(done),
-                                                "ignored": ignored, "complete": True}}
+                                                "ignored": len(ignored), "complete": True}, "slots": mapping}
 
 
 def dump(keras: Any, model: Any) -> dict[str, Any]:
