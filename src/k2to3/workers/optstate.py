@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..artifact import LegacyArtifact
-from ..errors import K2to3Error
+from ..errors import Exit, K2to3Error
 from ..h5safe import open_checked, read_dataset
 from ..optimizer.slots import SLOTS, read_state
 
@@ -81,12 +81,13 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
             var = by_weight.get(slot.weight or "")
             if var is None or not target_list:
                 raise K2to3Error(f"optimizer slot '{slot.saved_name}' has no Keras 3 {state.class_name} variable "
-                                 f"(weight '{slot.weight}', slot '{slot.slot}')",
+                                 f"(weight '{slot.weight}', slot '{slot.slot}')", Exit.INTERNAL,
                                  hint="report it to k2to3 with the file")
             target = target_list[inner._get_variable_index(var)]
             if tuple(target.shape) != tuple(value.shape):
                 raise K2to3Error(f"optimizer slot '{slot.saved_name}' has shape {value.shape}, the Keras 3 "
-                                 f"variable {target.path} {tuple(target.shape)}", hint="report it with the file")
+                                 f"variable {target.path} {tuple(target.shape)}", Exit.INTERNAL,
+                                 hint="report it with the file")
             target.assign(value.astype(keras.backend.standardize_dtype(target.dtype)))
             done.add(id(target))
             mapping[slot.saved_name] = target.path
@@ -95,7 +96,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     missing = [v.path for k, v in expected.items() if k not in done]
     if missing:
         raise K2to3Error(f"optimizer state incomplete: {len(done)}/{len(expected)} Keras 3 slot variables restored;"
-                         f" not in the file: {missing[:3]}", hint="report it to k2to3 with the file")
+                         f" not in the file: {missing[:3]}", Exit.INTERNAL, hint="report it to k2to3 with the file")
     return {"status": "restored", **state.to_dict(), "keras3_class": type(opt).__name__,
             "iteration": iteration, "ledger": {"slots_expected": len(expected), "slots_restored": len(done),
                                                 "ignored": len(ignored), "complete": True}, "slots": mapping}
