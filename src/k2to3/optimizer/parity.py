@@ -161,7 +161,7 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str) 
         saved = {n: read_dataset(f, f"optimizer_weights/{n}") for n in slots}
     finally:
         f.close()
-    equal = [n for n, path in slots.items() if path in loaded and
-             np.array_equal(np.asarray(loaded[path], np.float64).reshape(-1),
+    equal = [n for n, i in slots.items() if f"v{i}" in loaded and
+             np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
                             np.asarray(saved[n], np.float64).reshape(-1))]
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}

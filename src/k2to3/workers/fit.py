@@ -40,7 +40,10 @@ def disable_noise(model: Any) -> list[str]:
         cls = type(layer).__name__
         for attr, classes in _NOISE.items():
             if cls in classes and getattr(layer, attr, 0):
-                setattr(layer, attr, 0.0)
+                try:
+                    setattr(layer, attr, 0.0)
+                except AttributeError:
+                    continue  # an RNN layer's read-only view of its cell's rate: the cell (walked too) is set
                 changed.append(f"{layer.name}.{attr}")
     return sorted(set(changed))
 
@@ -89,8 +92,8 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
         model.compile(optimizer=model.optimizer, loss=req["loss"])
     noise = disable_noise(model)
     opt = model.optimizer
-    state = {v.path: np.asarray(keras.ops.convert_to_numpy(v)) for v in opt.variables}
-    np.savez(req["state_out"], **state)
+    np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
+                                  for i, v in enumerate(opt.variables)})
     x, y = _load_batch(req)
     losses = _steps(model, x, y, int(req["steps"]))
     names, arrays = _layer_weights(model, keras.ops.convert_to_numpy)
@@ -110,11 +113,19 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     from .child import SEED, _refuse_bytecode, _tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
+    if req.get("golden_config") or req.get("build_fn"):
+        return {"available": False, "reason": "with --src the Keras 2 reference is rebuilt from the source and "
+                "tf_keras does not load the file's optimizer state; no independent training reference"}
     check_file(req["h5"])
     if not req.get("trust_bytecode"):
         _refuse_bytecode(req["h5"])
-    model = tf_keras.models.load_model(req["h5"], compile=True, custom_objects=_tf_keras_objects(),
-                                       safe_mode=not req.get("trust_bytecode"))
+    kwargs = {"custom_objects": _tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
+    try:
+        model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
+    except ValueError:
+        if not req.get("loss"):
+            raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
+        model = _load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
     if getattr(model, "optimizer", None) is None:
         return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
     if req.get("loss"):
@@ -134,6 +145,27 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     return {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
             "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
             "iterations_after": int(np.asarray(inner.iterations))}
+
+
+def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:
+    """tf_keras's own HDF5 compile path (saving/legacy/hdf5_format.load_model_from_hdf5) with `loss` in place of
+    the file's (a custom loss it cannot resolve): the file's optimizer and its saved weights."""
+    import json
+
+    import h5py
+    from tf_keras.src.saving.legacy import hdf5_format
+
+    model = tf_keras.models.load_model(h5, compile=False, **kwargs)
+    with h5py.File(h5, "r") as f:
+        tc = json.loads(f.attrs["training_config"])
+        model.compile(optimizer=tf_keras.optimizers.deserialize(tc["optimizer_config"]), loss=loss)
+        opt = model.optimizer
+        if hasattr(opt, "_create_all_weights"):
+            opt._create_all_weights(model.trainable_variables)
+        else:
+            opt.build(model.trainable_variables)
+        opt.set_weights(hdf5_format.load_optimizer_weights_from_hdf5_group(f))
+    return model
 
 
 def _restore_by_name(h5: str, variables: list[Any]) -> bool:

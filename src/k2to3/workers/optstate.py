@@ -55,7 +55,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
         return {"status": "dropped", "reason": "the model has no Keras 3 optimizer (training_config not compiled)",
                 **state.to_dict()}
     inner = inner_optimizer(keras, opt)
-    if type(inner).__name__ != state.class_name:
+    if state.class_name not in {c.__name__ for c in type(inner).__mro__}:  # k2to3>Keras2RMSprop is an RMSprop
         return {"status": "dropped", "reason": f"Keras 3 optimizer is {type(inner).__name__}, the state is "
                 f"{state.class_name}'s", **state.to_dict()}
     opt.build(model.trainable_variables)
@@ -64,7 +64,9 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     expected = {id(v): v for vs in lists.values() for v in vs}
     done: set[int] = set()
     ignored, iteration = [], None
-    mapping: dict[str, str] = {}  # saved slot name -> Keras 3 optimizer variable path
+    # saved slot name -> index in optimizer.variables (the saved and loaded order; paths change on load)
+    mapping: dict[str, int] = {}
+    index = {id(v): i for i, v in enumerate(opt.variables)}
     f = open_checked(artifact.path)
     try:
         for slot in state.slots:
@@ -72,7 +74,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
             if slot.slot == "iterations":
                 iteration = int(np.asarray(value).reshape(-1)[0])
                 inner.iterations.assign(iteration)
-                mapping[slot.saved_name] = inner.iterations.path
+                mapping[slot.saved_name] = index[id(inner.iterations)]
                 continue
             target_list = lists.get(SLOTS[state.class_name][slot.slot]) or []
             if not target_list and slot.slot == "vhat" and value.shape == (1,):
@@ -90,7 +92,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
                                  hint="report it with the file")
             target.assign(value.astype(keras.backend.standardize_dtype(target.dtype)))
             done.add(id(target))
-            mapping[slot.saved_name] = target.path
+            mapping[slot.saved_name] = index[id(target)]
     finally:
         f.close()
     missing = [v.path for k, v in expected.items() if k not in done]
