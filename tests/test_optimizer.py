@@ -184,3 +184,30 @@ def test_fit_steps_parity(fitted, name):
     if name == "mixed_float16_lso":
         assert opt["keras3_class"] == "LossScaleOptimizer" and "by saved variable name" in \
             t["reference"]["state_source"]
+
+
+def test_targets_and_loss_need_fit_steps(tmp_path):
+    from k2to3.convert import Options, check_paths
+    from k2to3.errors import InputError
+
+    with pytest.raises(InputError, match="apply to --fit-steps only"):
+        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse"))
+    with pytest.raises(InputError, match=r"--targets .*no such file"):
+        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", fit_steps=1,
+                            targets=tmp_path / "y.npz"))
+
+
+def test_seeded_targets_are_typed_for_the_loss(tmp_path):
+    import numpy as np
+
+    from k2to3.errors import InputError
+    from k2to3.optimizer.parity import load_targets, make_targets
+
+    outs = [np.zeros((2, 4), "float32")] * 4
+    onehot, sparse, binary, reg = make_targets(outs, ["categorical_crossentropy", "sparse_categorical_crossentropy",
+                                                      "binary_crossentropy", "mean_squared_error"])
+    assert (onehot.sum(-1) == 1).all() and sparse.shape == (2,) and sparse.dtype == np.int32
+    assert set(np.unique(binary)) <= {0.0, 1.0} and reg.dtype == np.float32 and reg.std() > 0
+    np.savez(tmp_path / "y.npz", y0=np.zeros((3, 4)))
+    with pytest.raises(InputError, match="target 0 has batch 3"):
+        load_targets(tmp_path / "y.npz", outs[:1])
