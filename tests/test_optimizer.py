@@ -211,3 +211,21 @@ def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     np.savez(tmp_path / "y.npz", y0=np.zeros((3, 4)))
     with pytest.raises(InputError, match="target 0 has batch 3"):
         load_targets(tmp_path / "y.npz", outs[:1])
+
+
+@pytest.mark.slow
+def test_real_lstm_file_resumes_training_on_every_backend(pool, tmp_path):
+    """ethnicolr's wiki_name_lstm.h5 (tf.keras 2.5, Adam at step 60260): state restored and loaded bit for bit on
+    each backend, and 3 training steps agree with tf_keras's on the original file."""
+    from k2to3.convert import Options, convert
+
+    if not CORPUS.is_dir():
+        pytest.skip("shared corpus not found")
+    r = convert(Options(src=CORPUS / "ethnicolr" / "wiki_name_lstm.h5", out=tmp_path / "m.keras", fit_steps=3),
+                pool=pool)
+    assert r["optimizer"]["status"] == "restored" and r["optimizer"]["iteration"] == 60260
+    t = r["training"]
+    assert t["status"] == "parity" and t["reference"]["state_source"] == "tf_keras"
+    for b in ("tensorflow", "torch", "jax"):
+        assert t["backends"][b]["state_as_loaded"] == {"slots": 13, "equal": 13, "differ": []}
+        assert t["backends"][b]["iterations_after"] == 60263
