@@ -51,10 +51,12 @@ class Options:
     config: Path | None = None  # --config: the to_json/to_yaml architecture of a save_weights file (pairs.py)
     save_golden: bool = False  # write MODEL.golden.npz beside the .keras (golden.py; `k2to3 verify --golden`)
     grads: bool = False  # --grads: loss gradients on every backend vs tf_keras (gradients.py)
-    loss: str | None = None  # --loss: the loss for --grads instead of training_config's
+    loss: str | None = None  # --loss: the loss for --grads and --fit-steps instead of training_config's
     grad_rtol: float | None = None
     grad_atol: float | None = None
     grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
+    fit_steps: int = 0  # --fit-steps N: N-step training parity against tf_keras (docs/optimizers.md)
+    targets: Path | None = None  # --targets y.npz for --fit-steps
 
 
 Progress = Callable[[str], None]
@@ -90,6 +92,12 @@ def check_paths(opts: Options) -> None:
 
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
+    if opts.targets is not None and not opts.targets.is_file():
+        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
+    if opts.targets is not None and not opts.fit_steps:
+        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
+    if opts.loss and not (opts.fit_steps or opts.grads):
+        raise InputError("--loss applies to --fit-steps and --grads only", hint="add --fit-steps N or --grads")
     for b in opts.backends:
         if b not in KINDS:
             raise InputError(f"unknown backend '{b}'", hint=f"choose from {','.join(KINDS)}")
@@ -415,6 +423,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     if job.pair:
         report["ledger"]["weights_matched_by"] = report["input"]["pair"]["weights_matched_by"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+    report["optimizer"] = build.get("optimizer")  # optimizer state migration (docs/optimizers.md)
     weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
     reference, mismatched, hashes = verify_backends(job, plan, report, tmp_out, build["weight_hash"], verify,
                                                     rtol, atol, weight_bytes, timings)
@@ -423,6 +432,13 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
 
         check_gradients(job, report, tmp_out, verify, reference, artifact.training_config, opts.loss, opts.grad_rtol,
                         opts.grad_atol, weight_bytes, opts.grads_training)
+    if opts.fit_steps:
+        from .optimizer.parity import run_fit_steps
+
+        run_fit_steps(job, report, verify, reference, tmp_out, opts.fit_steps, opts.targets, opts.loss,
+                      _compile_losses(plan))
+        if report["training"].get("status") == "mismatch":
+            mismatched.append("training")
     if tmp_module is not None:
         os.replace(tmp_module, _module_path(opts))
     os.replace(tmp_out, opts.out)  # atomic within the output directory
@@ -674,6 +690,12 @@ def _locate_divergence(job: Job, report: dict[str, Any], backends: dict[str, Any
     except WorkerError as exc:
         for b in bad:
             backends[b]["first_divergent_layer"] = {"error": f"per-layer probe failed: {exc.message}"}
+
+
+def _compile_losses(plan: Plan) -> list[Any]:
+    loss = (plan.compile or {}).get("loss") if hasattr(plan, "compile") else None
+    return list(loss.values()) if isinstance(loss, dict) and "class_name" not in loss else \
+        list(loss) if isinstance(loss, list) else [loss]
 
 
 def _tmp_of(job: Job) -> Path:

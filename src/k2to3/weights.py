@@ -67,6 +67,7 @@ class Restorer:
         # Layouts older than Keras 2 (weights_legacy.py): Keras 1 files, Theano-trained convolution kernels.
         self.keras1 = artifact.model_config is not None and is_keras1(artifact.model_config)
         self.theano = (artifact.backend or "").lower() == "theano"
+        self.pairs: dict[str, Any] = {}  # dataset path in the file -> the Keras 3 variable it was restored into
 
     def k3_name(self, orig: str) -> str:
         return self.renames.get(orig, orig)
@@ -85,6 +86,7 @@ class Restorer:
             )
         var.assign(value.astype(var.dtype) if str(value.dtype) != str(var.dtype) else value)
         self.assigned.add(id(var))
+        self.pairs[entry.h5path] = var
         self.ledger.tensors_restored += 1
         self.ledger.params_restored += int(value.size)
         if _base(entry.name) != _base(var.path if hasattr(var, "path") else var.name):
@@ -217,8 +219,12 @@ class Restorer:
 
 
 def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str],
-            transforms: dict[str, str] | None = None) -> Ledger:
-    return Restorer(artifact, renames, transforms).run(model)
+            transforms: dict[str, str] | None = None, pairs: dict[str, Any] | None = None) -> Ledger:
+    r = Restorer(artifact, renames, transforms)
+    ledger = r.run(model)
+    if pairs is not None:
+        pairs.update(r.pairs)
+    return ledger
 
 
 def weight_hash(arrays: list[np.ndarray]) -> str:

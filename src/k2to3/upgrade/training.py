@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..optimizer.config import decay_schedule, keras3_schedule, loss_scale_config
+from ..optimizer.updates import portable_class, serialized, update_findings
+
 if TYPE_CHECKING:
     from .core import Upgrader
 
@@ -97,22 +100,38 @@ class TrainingConfig:
         if not isinstance(opt, dict):
             return None
         cls, cfg = opt.get("class_name"), dict(opt.get("config", {}))
+        if cls == "LossScaleOptimizerV3":  # tf.keras >= 2.11 mixed precision: Keras 3 has the same wrapper
+            return loss_scale_config(self, cfg)
         if cls == "LossScaleOptimizer":
             self.warn("LossScaleOptimizer unwrapped to its inner optimizer")
             return self.optimizer(cfg.get("inner_optimizer") or cfg.get("optimizer"))
         cls = {"Custom>Adam": "Adam"}.get(cls, cls)
+        if isinstance(cls, str) and cls.startswith("Custom>"):  # tf.keras >= 2.11 optimizers' registered names
+            cls = cls.removeprefix("Custom>")
         if cls not in OPTIMIZERS:
             self.warn(f"optimizer '{cls}' has no Keras 3 equivalent; compile config saved without it")
             return None
         if "lr" in cfg:
             cfg["learning_rate"] = cfg.pop("lr")
-        if cfg.get("decay"):
+        port = portable_class(cls, cfg)  # Keras 2's update where Keras 3's differs (rules/optimizers.toml)
+        for code, msg in update_findings(cls, cfg):
+            self.up.note(code, "warning", msg, None, "see docs/optimizers.md")
+        if cfg.get("decay") and not isinstance(cfg.get("learning_rate"), dict):
+            cfg["learning_rate"] = decay_schedule(self, cfg["learning_rate"], cfg["decay"])
+        elif cfg.get("decay"):
             self.warn(f"optimizer decay={cfg['decay']} dropped; Keras 3 needs a LearningRateSchedule")
         for k in OPTIMIZER_DROP:
             cfg.pop(k, None)
-        if isinstance(cfg.get("learning_rate"), dict):
+        if isinstance(cfg.get("learning_rate"), dict) and keras3_schedule(cfg["learning_rate"]):
+            cfg["learning_rate"] = keras3_schedule(cfg["learning_rate"])
+        elif isinstance(cfg.get("learning_rate"), dict):
             self.warn("learning-rate schedule dropped; the initial rate is not recoverable from the config")
             cfg.pop("learning_rate")
+        if port:
+            self.up.plan.needs_portable = True
+            self.up.note(self.code, "info", f"{cls} kept with Keras 2's update as k2to3>{port} "
+                         "(docs/optimizers.md)")
+            return serialized(cls, {**cfg, "is_legacy_optimizer": True})
         return {"module": "keras.optimizers", "class_name": cls, "config": cfg, "registered_name": None}
 
     def translate(self, tc: dict[str, Any]) -> dict[str, Any]:

@@ -151,7 +151,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         else:
             model = build_model(plan)
             _check_lambda_shapes(model, plan["model"])
-    ledger = restore(model, artifact, plan["renames"], plan.get("weight_transforms"))
+    pairs: dict[str, Any] = {}  # file dataset -> Keras 3 variable, for the optimizer slots
+    ledger = restore(model, artifact, plan["renames"], plan.get("weight_transforms"), pairs)
     if not ledger.complete:
         raise K2to3Error(
             f"weights not fully restored: {ledger.tensors_restored}/{ledger.tensors_expected} tensors; "
@@ -161,6 +162,11 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
     warnings = []
     if plan.get("compile"):
         warnings.extend(_compile(keras, model, plan["compile"]))
+    optimizer = None
+    if req.get("optimizer_state", True) and artifact.model_config is not None:
+        from .optstate import migrate
+
+        optimizer = migrate(keras, model, artifact, pairs)
     model.save(req["out"])
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
@@ -170,6 +176,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
+        "optimizer": optimizer,
     }
 
 
@@ -572,6 +579,15 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
 
 
 OPS.update(grads=op_grads, golden_grads=op_golden_grads)
+
+
+def _fit_ops() -> dict[str, Any]:
+    from .fit import OPS as FIT_OPS  # --fit-steps (training parity)
+
+    return FIT_OPS
+
+
+OPS.update(_fit_ops())
 
 
 def main() -> None:

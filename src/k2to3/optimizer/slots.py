@@ -1,0 +1,165 @@
+"""Parse a Keras 2 file's `optimizer_weights` into slots keyed by model weight: h5py + json only, no backend.
+
+Three layouts exist (docs/optimizers.md):
+- tf.keras optimizer_v2 (`tf_keras.optimizers.legacy.*`, TF 2.0-2.10 default): `Adam/iter:0`,
+  `Adam/dense/kernel/m:0` (optimizer name / model weight / slot);
+- tf.keras >= 2.11 optimizers: `iteration:0`, `Adam/m/dense/kernel:0` (optimizer name / slot / model weight; under a
+  LossScaleOptimizer the optimizer name is missing: `m/dense/kernel:0`);
+- standalone Keras 2.x: `Adam/iterations:0` then unnamed `training/Adam/Variable_N:0`, in the order of Keras 2's
+  `optimizer.weights` ([iterations] + ms + vs + vhats for Adam), each list in the model's collected trainable
+  weights order. Only the order is known, so every slot is shape-checked against the weight it is paired with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..artifact import LegacyArtifact, _names_attr
+from ..errors import NotPortable
+from ..h5safe import open_checked
+
+# Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).
+SLOTS: dict[str, dict[str, str]] = {
+    "Adam": {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats"},
+    "AdamW": {"m": "_momentums", "v": "_velocities", "vhat": "_velocity_hats"},
+    "SGD": {"momentum": "momentums", "m": "momentums"},
+    "RMSprop": {"rms": "_velocities", "velocity": "_velocities", "momentum": "_momentums",
+                "mg": "_average_gradients", "average_gradient": "_average_gradients"},
+    "Adagrad": {"accumulator": "_accumulators"},
+    "Adadelta": {"accum_grad": "_accumulated_grads", "accum_var": "_accumulated_delta_vars",
+                 "accumulated_grad": "_accumulated_grads", "accumulated_delta_var": "_accumulated_delta_vars"},
+    "Adamax": {"m": "_m", "v": "_u", "u": "_u"},
+    "Nadam": {"m": "_momentums", "v": "_velocities"},
+    "Ftrl": {"accumulator": "_accumulators", "linear": "_linears"},
+}
+ITERATION_NAMES = ("iter", "iteration", "iterations")
+# Standalone Keras 2.2-2.3 Adam: optimizer.weights = [iterations] + ms + vs + vhats (keras/optimizers.py).
+STANDALONE_ORDER = {"Adam": ("m", "v", "vhat")}
+DROP_HINT = "the model is converted without its optimizer state (report: optimizer.status = dropped)"
+
+
+@dataclass(frozen=True)
+class Slot:
+    saved_name: str  # as in optimizer_weights/weight_names
+    h5path: str
+    shape: tuple[int, ...]
+    slot: str  # Keras 2 slot name ("m"), or "iterations"
+    weight: str | None  # model weight name as in model_weights ("d1/kernel"), None for the iteration counter
+
+
+@dataclass
+class OptimizerState:
+    class_name: str
+    layout: str  # "optimizer_v2" | "tf.keras>=2.11" | "keras2-standalone"
+    slots: list[Slot]
+
+    @property
+    def iteration_slot(self) -> Slot | None:
+        return next((s for s in self.slots if s.slot == "iterations"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class_name": self.class_name, "layout": self.layout, "n_saved": len(self.slots)}
+
+
+def optimizer_class(training_config: dict[str, Any] | None) -> tuple[str | None, bool]:
+    """(inner optimizer class, wrapped in a LossScaleOptimizer) from a training_config."""
+    opt = (training_config or {}).get("optimizer_config")
+    if not isinstance(opt, dict):
+        return None, False
+    cls, cfg = opt.get("class_name"), opt.get("config") or {}
+    if cls in ("LossScaleOptimizer", "LossScaleOptimizerV3"):
+        inner = cfg.get("inner_optimizer") or cfg.get("optimizer") or {}
+        return (inner.get("class_name") if isinstance(inner, dict) else None), True
+    return (cls.removeprefix("Custom>") if isinstance(cls, str) else None), False
+
+
+def _strip(name: str) -> str:
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _parse_named(path: Any, cls: str, names: list[str], weights: set[str]) -> tuple[str, list[tuple[str, str | None]]]:
+    slots = SLOTS[cls]
+    out: list[tuple[str, str | None]] = []
+    layouts = set()
+    for raw in names:
+        n = _strip(raw)
+        parts = n.split("/")
+        if parts[-1] in ITERATION_NAMES:
+            out.append(("iterations", None))
+            layouts.add("tf.keras>=2.11" if parts[-1] == "iteration" else "optimizer_v2")
+            continue
+        # optimizer_v2: OPT/<weight>/<slot>
+        if parts[-1] in slots and "/".join(parts[1:-1]) in weights:
+            out.append((parts[-1], "/".join(parts[1:-1])))
+            continue
+        # >=2.11: [OPT/]<slot>/<weight>
+        for start in (0, 1):
+            if len(parts) > start + 1 and parts[start] in slots and "/".join(parts[start + 1:]) in weights:
+                out.append((parts[start], "/".join(parts[start + 1:])))
+                break
+        else:
+            raise NotPortable(f"{path}: optimizer weight '{raw}' names no {cls} slot of a model weight",
+                              hint=DROP_HINT)
+    layout = "tf.keras>=2.11" if "tf.keras>=2.11" in layouts or not layouts else "optimizer_v2"
+    return layout, out
+
+
+Trainable = tuple[list[str], list[tuple[int, ...]]]  # weight names and shapes in Keras 2's collected order
+
+
+def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> OptimizerState | None:
+    """The optimizer state of the file, or None when it has none. `trainable`: the model's trainable weight names
+    in Keras 2's collected order (needed only by the standalone layout, whose slots are unnamed)."""
+    cls, _ = optimizer_class(artifact.training_config)
+    f = open_checked(artifact.path)
+    try:
+        if "optimizer_weights" not in f:
+            return None
+        g = f["optimizer_weights"]
+        names = _names_attr(g, "weight_names")
+        shapes = [tuple(int(d) for d in g[n].shape) for n in names]
+        paths = [f"optimizer_weights/{n}" for n in names]
+    finally:
+        f.close()
+    if not names:
+        return None
+    if cls not in SLOTS:
+        raise NotPortable(f"{artifact.path}: optimizer {cls!r} has no Keras 3 state mapping",
+                          hint=DROP_HINT)
+    weights = {_strip(e.name) for es in artifact.weights.values() for e in es}
+    if any(_strip(n).split("/")[-1].startswith("Variable") for n in names):
+        layout, parsed = "keras2-standalone", _parse_standalone(artifact.path, cls, names, shapes, trainable)
+    else:
+        layout, parsed = _parse_named(artifact.path, cls, names, weights)
+    return OptimizerState(cls, layout, [Slot(n, p, s, slot, w) for n, p, s, (slot, w) in
+                                        zip(names, paths, shapes, parsed)])
+
+
+def _parse_standalone(path: Any, cls: str, names: list[str], shapes: list[tuple[int, ...]],
+                      trainable: Trainable | None) -> list[tuple[str, str | None]]:
+    """Pair unnamed slots with weights by Keras 2's order, then prove the pairing with shapes."""
+    order = STANDALONE_ORDER.get(cls)
+    if order is None or trainable is None:
+        raise NotPortable(f"{path}: standalone Keras 2 {cls} state (unnamed slots) has no known variable order",
+                          hint=DROP_HINT)
+    first = _strip(names[0]).split("/")[-1]
+    if first not in ITERATION_NAMES or len(names) != 1 + len(order) * len(trainable[0]):
+        raise NotPortable(f"{path}: {len(names)} optimizer weights; Keras 2 {cls} over {len(trainable[0])} "
+                          f"trainable weights saves 1 + {len(order)} x {len(trainable[0])}",
+                          hint=DROP_HINT)
+    wnames, wshapes = trainable
+    out: list[tuple[str, str | None]] = [("iterations", None)]
+    i = 1
+    for slot in order:
+        for w, ws in zip(wnames, wshapes):
+            got = shapes[i]
+            # Keras 2.2.4 Adam without amsgrad keeps a (1,) placeholder vhat per weight.
+            ok = got == tuple(ws) or (slot == "vhat" and got == (1,))
+            if not ok:
+                raise NotPortable(f"{path}: optimizer weight '{names[i]}' has shape {got}; in Keras 2's order it "
+                                  f"is the {slot} of '{w}' with shape {tuple(ws)}",
+                                  hint=DROP_HINT)
+            out.append((slot, w))
+            i += 1
+    return out

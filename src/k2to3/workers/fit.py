@@ -1,0 +1,194 @@
+"""Worker ops for `--fit-steps N` (training parity, docs/optimizers.md): the same N `train_on_batch` steps on the
+same batch, by tf_keras on the original file (`fit_golden`, optimizer state loaded by tf_keras itself) and by
+Keras 3 on the converted `.keras` (`fit`, loaded with safe_mode=True). Both save the per-layer weights after the
+steps and the optimizer variables before them, and reply with the per-step losses.
+
+Training-time randomness is switched off on both sides before the first step: every dropout / noise rate is set
+to 0 (Dropout family, GaussianNoise, GaussianDropout, AlphaDropout, RNN dropout and recurrent_dropout), so both
+sides compute the deterministic training graph (BatchNormalization still uses batch statistics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# attribute -> layer classes (by name; tf_keras and Keras 3 share them) whose training-time noise it controls
+_NOISE = {"rate": ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
+                   "AlphaDropout"),
+          "stddev": ("GaussianNoise",),
+          "dropout": ("SimpleRNNCell", "GRUCell", "LSTMCell", "SimpleRNN", "GRU", "LSTM", "ConvLSTM2D",
+                      "ConvLSTM1D", "ConvLSTM3D", "ConvLSTM2DCell"),
+          "recurrent_dropout": ("SimpleRNNCell", "GRUCell", "LSTMCell", "SimpleRNN", "GRU", "LSTM", "ConvLSTM2D",
+                                "ConvLSTM1D", "ConvLSTM3D", "ConvLSTM2DCell")}
+
+
+def _walk(layer: Any) -> list[Any]:
+    out = [layer]
+    subs = [*(getattr(layer, "layers", None) or []),
+            *(getattr(layer, a, None) for a in ("cell", "forward_layer", "backward_layer", "layer"))]
+    for sub in subs:
+        if sub is not None and sub is not layer:
+            out.extend(_walk(sub))
+    return out
+
+
+def disable_noise(model: Any) -> list[str]:
+    """Set every training-time noise rate to 0; returns the layers changed."""
+    changed = []
+    for layer in _walk(model)[1:]:
+        cls = type(layer).__name__
+        for attr, classes in _NOISE.items():
+            if cls in classes and getattr(layer, attr, 0):
+                try:
+                    setattr(layer, attr, 0.0)
+                except AttributeError:
+                    continue  # an RNN layer's read-only view of its cell's rate: the cell (walked too) is set
+                changed.append(f"{layer.name}.{attr}")
+    return sorted(set(changed))
+
+
+def _layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray]]:
+    """Weights per top-level layer in Keras 2's saved order (trainable, then non-trainable)."""
+    names, arrays = [], []
+    for layer in model.layers:
+        ws = list(layer.trainable_weights) + list(layer.non_trainable_weights)
+        for i, w in enumerate(ws):
+            names.append(f"{layer.name}[{i}]")
+            arrays.append(np.asarray(to_numpy(w)))
+    return names, arrays
+
+
+def _load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
+    with np.load(req["inputs"]) as z:
+        xs = [z[f"in{i}"] for i in range(len(z.files))]
+    with np.load(req["targets"]) as z:
+        ys = [z[f"y{i}"] for i in range(len(z.files))]
+    return (xs[0] if len(xs) == 1 else xs), (ys[0] if len(ys) == 1 else ys)
+
+
+def _steps(model: Any, x: Any, y: Any, n: int) -> list[float]:
+    losses = []
+    for _ in range(n):
+        model.reset_metrics()
+        logs = model.train_on_batch(x, y, return_dict=True)
+        losses.append(float(np.asarray(logs["loss"])))
+    return losses
+
+
+def _save(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
+    np.savez(path, **{f"w{i}": a for i, a in enumerate(arrays)})
+
+
+def op_fit(req: dict[str, Any]) -> dict[str, Any]:
+    from .child import _import_modules, _k3
+
+    keras = _k3()
+    _import_modules(req)
+    model = keras.saving.load_model(req["keras"], safe_mode=True)
+    if not getattr(model, "compiled", False) or model.optimizer is None:
+        return {"available": False, "reason": "the converted model has no compile config (no training_config)"}
+    if req.get("loss"):
+        model.compile(optimizer=model.optimizer, loss=req["loss"])
+    noise = disable_noise(model)
+    opt = model.optimizer
+    np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
+                                  for i, v in enumerate(opt.variables)})
+    x, y = _load_batch(req)
+    losses = _steps(model, x, y, int(req["steps"]))
+    names, arrays = _layer_weights(model, keras.ops.convert_to_numpy)
+    _save(req["weights_out"], names, arrays)
+    inner = getattr(opt, "inner_optimizer", opt)
+    return {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
+            "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
+                keras.ops.convert_to_numpy(inner.iterations)))}
+
+
+def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
+    """tf_keras loads the original file with its compile state and optimizer weights (its own loader: an
+    independent check of k2to3's slot mapping) and runs the steps."""
+    import tf_keras
+
+    from ..h5safe import check_file
+    from .child import SEED, _refuse_bytecode, _tf_keras_objects
+
+    tf_keras.utils.set_random_seed(SEED)
+    if req.get("golden_config") or req.get("build_fn"):
+        return {"available": False, "reason": "with --src the Keras 2 reference is rebuilt from the source and "
+                "tf_keras does not load the file's optimizer state; no independent training reference"}
+    check_file(req["h5"])
+    if not req.get("trust_bytecode"):
+        _refuse_bytecode(req["h5"])
+    kwargs = {"custom_objects": _tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
+    try:
+        model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
+    except ValueError:
+        if not req.get("loss"):
+            raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
+        model = _load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
+    if getattr(model, "optimizer", None) is None:
+        return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
+    if req.get("loss"):
+        model.compile(optimizer=model.optimizer, loss=req["loss"])
+    noise = disable_noise(model)
+    x, y = _load_batch(req)
+    opt = model.optimizer
+    inner = getattr(opt, "inner_optimizer", opt)
+    variables = inner.variables() if callable(inner.variables) else inner.variables
+    loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:]) or int(np.asarray(inner.iterations)) > 0
+    source = "tf_keras" if loaded else None
+    if not loaded and _restore_by_name(req["h5"], variables):
+        source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
+    losses = _steps(model, x, y, int(req["steps"]))
+    names, arrays = _layer_weights(model, np.asarray)
+    _save(req["weights_out"], names, arrays)
+    return {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
+            "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
+            "iterations_after": int(np.asarray(inner.iterations))}
+
+
+def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:
+    """tf_keras's own HDF5 compile path (saving/legacy/hdf5_format.load_model_from_hdf5) with `loss` in place of
+    the file's (a custom loss it cannot resolve): the file's optimizer and its saved weights."""
+    import json
+
+    import h5py
+    from tf_keras.src.saving.legacy import hdf5_format
+
+    model = tf_keras.models.load_model(h5, compile=False, **kwargs)
+    with h5py.File(h5, "r") as f:
+        tc = json.loads(f.attrs["training_config"])
+        model.compile(optimizer=tf_keras.optimizers.deserialize(tc["optimizer_config"]), loss=loss)
+        opt = model.optimizer
+        if hasattr(opt, "_create_all_weights"):
+            opt._create_all_weights(model.trainable_variables)
+        else:
+            opt.build(model.trainable_variables)
+        opt.set_weights(hdf5_format.load_optimizer_weights_from_hdf5_group(f))
+    return model
+
+
+def _restore_by_name(h5: str, variables: list[Any]) -> bool:
+    """tf_keras 2.21 cannot reload a LossScaleOptimizer's state from HDF5 ("Error in loading the saved optimizer
+    state"): its inner optimizer's variables carry the saved names one to one, so assign them by name. Returns
+    False (nothing assigned) unless every variable has a saved value of its shape."""
+    from ..artifact import _names_attr
+    from ..h5safe import open_checked, read_dataset
+
+    f = open_checked(h5)
+    try:
+        if "optimizer_weights" not in f:
+            return False
+        names = _names_attr(f["optimizer_weights"], "weight_names")
+        values = {n: read_dataset(f, f"optimizer_weights/{n}") for n in names}
+    finally:
+        f.close()
+    if len(values) != len(variables) or any(values.get(v.name) is None or values[v.name].shape != tuple(v.shape)
+                                            for v in variables):
+        return False
+    for v in variables:
+        v.assign(values[v.name])
+    return True
+
+
+OPS = {"fit": op_fit, "fit_golden": op_fit_golden}

@@ -1,0 +1,112 @@
+"""Worker side of optimizer state migration: put a Keras 2 file's optimizer slots into the Keras 3 optimizer of
+the rebuilt model, with a ledger (restored / expected). Runs in the TensorFlow rebuild worker before model.save;
+the `.keras` then stores the variables and `load_model` restores them on every backend (the optimizer is built on
+`model.trainable_variables` in both places, so the variable order is the same)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..artifact import LegacyArtifact
+from ..errors import Exit, K2to3Error
+from ..h5safe import open_checked, read_dataset
+from ..optimizer.slots import SLOTS, read_state
+
+
+def _strip(name: str) -> str:
+    return name[:-2] if name.endswith(":0") else name
+
+
+def _keras2_trainable(artifact: LegacyArtifact, pairs: dict[str, Any]) -> tuple[list[str], list[tuple]]:
+    """Model weights Keras 2's optimizer was built on: per layer in file order, trainable first (what Keras 2's
+    collected trainable weights are for a model whose `trainable` flags did not change after compile)."""
+    names, shapes = [], []
+    for entries in artifact.weights.values():
+        for e in entries:
+            var = pairs.get(e.h5path)
+            if var is not None and var.trainable:
+                names.append(_strip(e.name))
+                shapes.append(tuple(e.shape))
+    return names, shapes
+
+
+def inner_optimizer(keras: Any, opt: Any) -> Any:
+    return opt.inner_optimizer if isinstance(opt, keras.optimizers.LossScaleOptimizer) else opt
+
+
+def slot_variables(inner: Any, cls: str) -> dict[str, list[Any]]:
+    return {attr: list(getattr(inner, attr, None) or []) for attr in sorted(set(SLOTS[cls].values()))}
+
+
+def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, Any]) -> dict[str, Any]:
+    """Assign every saved slot; returns the report's `optimizer` section. A state that cannot be mapped is
+    reported (status "dropped", reason) and the model is saved without it, as plain Keras 3 would; a state that
+    is mapped must be complete (every Keras 3 slot restored) or this raises."""
+    opt = getattr(model, "optimizer", None)
+    try:
+        state = read_state(artifact, _keras2_trainable(artifact, pairs))
+    except K2to3Error as exc:
+        return {"status": "dropped", "reason": exc.message, "class_name": None}
+    if state is None:
+        return {"status": "none", "reason": "the file stores no optimizer state"}
+    if opt is None:
+        return {"status": "dropped", "reason": "the model has no Keras 3 optimizer (training_config not compiled)",
+                **state.to_dict()}
+    inner = inner_optimizer(keras, opt)
+    if state.class_name not in {c.__name__ for c in type(inner).__mro__}:  # k2to3>Keras2RMSprop is an RMSprop
+        return {"status": "dropped", "reason": f"Keras 3 optimizer is {type(inner).__name__}, the state is "
+                f"{state.class_name}'s", **state.to_dict()}
+    opt.build(model.trainable_variables)
+    by_weight = {_strip(e.name): pairs.get(e.h5path) for es in artifact.weights.values() for e in es}
+    lists = slot_variables(inner, state.class_name)
+    expected = {id(v): v for vs in lists.values() for v in vs}
+    done: set[int] = set()
+    ignored, iteration = [], None
+    # saved slot name -> index in optimizer.variables (the saved and loaded order; paths change on load)
+    mapping: dict[str, int] = {}
+    index = {id(v): i for i, v in enumerate(opt.variables)}
+    f = open_checked(artifact.path)
+    try:
+        for slot in state.slots:
+            value = read_dataset(f, slot.h5path)
+            if slot.slot == "iterations":
+                iteration = int(np.asarray(value).reshape(-1)[0])
+                inner.iterations.assign(iteration)
+                mapping[slot.saved_name] = index[id(inner.iterations)]
+                continue
+            target_list = lists.get(SLOTS[state.class_name][slot.slot]) or []
+            if not target_list and slot.slot == "vhat" and value.shape == (1,):
+                ignored.append(slot.saved_name)  # standalone Keras 2 Adam's placeholder when amsgrad=False
+                continue
+            var = by_weight.get(slot.weight or "")
+            if var is None or not target_list:
+                raise K2to3Error(f"optimizer slot '{slot.saved_name}' has no Keras 3 {state.class_name} variable "
+                                 f"(weight '{slot.weight}', slot '{slot.slot}')", Exit.INTERNAL,
+                                 hint="report it to k2to3 with the file")
+            target = target_list[inner._get_variable_index(var)]
+            if tuple(target.shape) != tuple(value.shape):
+                raise K2to3Error(f"optimizer slot '{slot.saved_name}' has shape {value.shape}, the Keras 3 "
+                                 f"variable {target.path} {tuple(target.shape)}", Exit.INTERNAL,
+                                 hint="report it with the file")
+            target.assign(value.astype(keras.backend.standardize_dtype(target.dtype)))
+            done.add(id(target))
+            mapping[slot.saved_name] = index[id(target)]
+    finally:
+        f.close()
+    missing = [v.path for k, v in expected.items() if k not in done]
+    if missing:
+        raise K2to3Error(f"optimizer state incomplete: {len(done)}/{len(expected)} Keras 3 slot variables restored;"
+                         f" not in the file: {missing[:3]}", Exit.INTERNAL, hint="report it to k2to3 with the file")
+    return {"status": "restored", **state.to_dict(), "keras3_class": type(opt).__name__,
+            "iteration": iteration, "ledger": {"slots_expected": len(expected), "slots_restored": len(done),
+                                                "ignored": len(ignored), "complete": True}, "slots": mapping}
+
+
+def dump(keras: Any, model: Any) -> dict[str, Any]:
+    """Every optimizer variable by path (numpy), for checks and the fit-steps comparison."""
+    opt = getattr(model, "optimizer", None)
+    if opt is None:
+        return {}
+    return {v.path: np.asarray(keras.ops.convert_to_numpy(v)) for v in opt.variables}

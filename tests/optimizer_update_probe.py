@@ -1,0 +1,89 @@
+"""Differential probe (run as a subprocess by tests/test_optimizer_updates.py): the same variable, the same
+gradients, the same hyper-parameters, 3 `apply` steps from a fresh optimizer, by Keras 2 (tf_keras optimizer_v2
+`legacy.*` and tf_keras >= 2.11 optimizers) and by Keras 3 (TensorFlow backend). Prints one JSON object:
+{case: {"legacy": {max_abs, max_rel}, "new": {...}}}."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+# name -> (class, kwargs shared by Keras 2 and Keras 3)
+CASES = {
+    "sgd": ("SGD", {"learning_rate": 0.1}),
+    "sgd_momentum": ("SGD", {"learning_rate": 0.1, "momentum": 0.9}),
+    "sgd_nesterov": ("SGD", {"learning_rate": 0.1, "momentum": 0.9, "nesterov": True}),
+    "rmsprop": ("RMSprop", {"learning_rate": 0.01}),
+    "rmsprop_centered": ("RMSprop", {"learning_rate": 0.01, "centered": True}),
+    "rmsprop_momentum": ("RMSprop", {"learning_rate": 0.01, "momentum": 0.5}),
+    "adam": ("Adam", {"learning_rate": 0.01}),
+    "adam_amsgrad": ("Adam", {"learning_rate": 0.01, "amsgrad": True}),
+    "adamw": ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.004}),
+    "adamax": ("Adamax", {"learning_rate": 0.01}),
+    "nadam": ("Nadam", {"learning_rate": 0.01}),
+    "adagrad": ("Adagrad", {"learning_rate": 0.1}),
+    "adadelta": ("Adadelta", {"learning_rate": 1.0}),
+    "ftrl": ("Ftrl", {"learning_rate": 0.1}),
+}
+STEPS = 3
+
+
+def grads() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    # small gradients: where epsilon sits (inside or outside a square root) then shows
+    return [(rng.standard_normal(6) * 10.0 ** rng.integers(-6, 0, 6)).astype("float32") for _ in range(STEPS)]
+
+
+W0 = np.linspace(-1.0, 1.0, 6).astype("float32")
+
+
+def run_k2(opt) -> np.ndarray:
+    v = tf.Variable(W0)
+    for g in grads():
+        opt.apply_gradients([(tf.constant(g), v)])
+    return v.numpy()
+
+
+def run_k3(opt) -> np.ndarray:
+    v = keras.Variable(W0)
+    opt.build([v])
+    for g in grads():
+        opt.apply([keras.ops.convert_to_tensor(g)], [v])
+    return keras.ops.convert_to_numpy(v)
+
+
+def diff(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    d = np.abs(a.astype(np.float64) - b)
+    return {"max_abs": float(d.max()), "max_rel": float((d / np.maximum(np.abs(b), 1e-12)).max())}
+
+
+def main() -> None:
+    from k2to3.optimizer.updates import keras3_optimizer  # the optimizer k2to3 writes for this config
+
+    out = {}
+    for name, (cls, kw) in CASES.items():
+        row = {}
+        for flavour, ns in (("legacy", tf_keras.optimizers.legacy), ("new", tf_keras.optimizers)):
+            if not hasattr(ns, cls):
+                continue
+            k2 = run_k2(getattr(ns, cls)(**kw))
+            k3_plain = run_k3(getattr(keras.optimizers, cls)(**kw))
+            k3_k2to3 = run_k3(keras3_optimizer(keras, cls, kw, flavour))
+            row[flavour] = {"plain": diff(k3_plain, k2), "k2to3": diff(k3_k2to3, k2)}
+        out[name] = row
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
