@@ -190,8 +190,13 @@ def test_targets_and_loss_need_fit_steps(tmp_path):
     from k2to3.convert import Options, check_paths
     from k2to3.errors import InputError
 
-    with pytest.raises(InputError, match="apply to --fit-steps only"):
+    with pytest.raises(InputError, match="--loss applies to --fit-steps and --grads only"):
         check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse"))
+    (tmp_path / "y.npz").write_bytes(b"")
+    with pytest.raises(InputError, match="--targets applies to --fit-steps only"):
+        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", targets=tmp_path / "y.npz"))
+    (tmp_path / "y.npz").unlink()
+    check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse", grads=True))
     with pytest.raises(InputError, match=r"--targets .*no such file"):
         check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", fit_steps=1,
                             targets=tmp_path / "y.npz"))
