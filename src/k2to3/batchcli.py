@@ -29,10 +29,11 @@ def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
     import json
 
     from . import store
-    from .auditreport import to_html, to_markdown
+    from .auditreport import build, to_html, to_markdown
 
-    render = {"json": lambda: json.dumps(rep, indent=2, default=str) + "\n", "md": lambda: to_markdown(rep),
-              "html": lambda: to_html(rep)}
+    model = build(rep)  # the audit's report model (schema k2to3.audit/2) plus the convert totals
+    render = {"json": lambda: json.dumps(model, indent=2, default=str) + "\n", "md": lambda: to_markdown(model),
+              "html": lambda: to_html(model)}
     written = []
     for fmt in REPORT_FORMATS:
         loc = store.join(out_root, f"store-report.{fmt}")

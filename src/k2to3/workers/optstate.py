@@ -96,6 +96,16 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     finally:
         f.close()
     missing = [v.path for k, v in expected.items() if k not in done]
+    if not done and not ignored and all(s.slot == "iterations" for s in state.slots):
+        # tf.keras >= 2.11 saves an optimizer that never ran a step as its iteration alone: zero slots are its
+        # exact state, and Keras 3 builds them so
+        if iteration:
+            return {"status": "dropped", "reason": f"the file saves iteration {iteration} but no slot variables",
+                    **state.to_dict()}
+        return {"status": "restored", **state.to_dict(), "keras3_class": type(opt).__name__, "iteration": 0,
+                "note": "never-trained optimizer (iteration 0, no slots saved): fresh slots are its state",
+                "ledger": {"slots_expected": 0, "slots_restored": 0, "ignored": 0, "complete": True},
+                "slots": mapping}
     if missing:
         raise K2to3Error(f"optimizer state incomplete: {len(done)}/{len(expected)} Keras 3 slot variables restored;"
                          f" not in the file: {missing[:3]}", Exit.INTERNAL, hint="report it to k2to3 with the file")
