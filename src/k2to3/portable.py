@@ -277,6 +277,7 @@ def gather_nd(params, indices):
     k = indices.shape[-1]
     if not isinstance(k, int):
         raise ValueError("gather_nd needs the indices' last dimension to be static")
+    params = ops.convert_to_tensor(params)  # a constant table arrives as the nested list tf_keras stored
     shape = tuple(params.shape)
     idx = ops.cast(indices, "int32")
     linear = idx[..., k - 1]
