@@ -288,6 +288,17 @@ def gather_nd(params, indices):
     return ops.take(ops.reshape(params, (-1, *shape[k:])), linear, axis=0)
 
 
+
+def segment_sum(data, segment_ids, num_segments=None, sorted=False):
+    """tf.math.segment_sum in keras.ops: TF computes the number of segments from the ids, jax needs it static, so
+    constant ids (tf_keras stores them as a nested list) give num_segments = max(ids) + 1."""
+    if num_segments is None and not (ops.is_tensor(segment_ids) or isinstance(segment_ids, keras.KerasTensor)):
+        ids = keras.tree.flatten(segment_ids.tolist() if hasattr(segment_ids, "tolist") else segment_ids)
+        num_segments = int(max(ids)) + 1 if ids else 0
+        segment_ids = ops.convert_to_tensor(ids, "int32")
+        sorted = False  # only a speed hint; keras' tensorflow backend refuses num_segments with sorted=True
+    return ops.segment_sum(data, segment_ids, num_segments=num_segments, sorted=sorted)
+
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
     return ops.square(ops.subtract(x1, x2))
