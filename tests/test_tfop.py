@@ -146,3 +146,18 @@ def test_gaps_norm_one_hot_and_constants_convert_with_parity(pool, tmp_path):
     check_parity(report)
     assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
     assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+
+
+def test_zoo3_remaining_table_entries_convert_with_parity(pool, tmp_path):
+    """The op-table entries no other fixture reached that tf_keras can save and reload (comparisons, floordiv as
+    compat.v1.floor_div, argmin, gather_nd as compat.v1.gather_nd, segment_sum, det/inv/cholesky/solve,
+    rgb_to_grayscale, fake_quant_with_min_max_vars) convert with parity on all three backends."""
+    functions = _functions(H5 / "tfop_zoo3.h5")
+    assert {"math.greater_equal", "math.less_equal", "math.equal", "compat.v1.floor_div", "math.argmin",
+            "compat.v1.gather_nd", "math.segment_sum", "linalg.det", "linalg.inv", "linalg.cholesky", "linalg.solve",
+            "image.rgb_to_grayscale", "quantization.fake_quant_with_min_max_vars"} <= functions, sorted(functions)
+    report = convert(Options(src=H5 / "tfop_zoo3.h5", out=tmp_path / "z3.keras"), pool=pool)
+    record("tfop_zoo3", report)
+    check_parity(report)
+    assert report["verdict"] == "parity"
+    assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))

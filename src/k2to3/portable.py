@@ -277,6 +277,7 @@ def gather_nd(params, indices):
     k = indices.shape[-1]
     if not isinstance(k, int):
         raise ValueError("gather_nd needs the indices' last dimension to be static")
+    params = ops.convert_to_tensor(params)  # a constant table arrives as the nested list tf_keras stored
     shape = tuple(params.shape)
     idx = ops.cast(indices, "int32")
     linear = idx[..., k - 1]
@@ -286,6 +287,17 @@ def gather_nd(params, indices):
         linear = linear + idx[..., i] * stride
     return ops.take(ops.reshape(params, (-1, *shape[k:])), linear, axis=0)
 
+
+
+def segment_sum(data, segment_ids, num_segments=None, sorted=False):
+    """tf.math.segment_sum in keras.ops: TF computes the number of segments from the ids, jax needs it static, so
+    constant ids (tf_keras stores them as a nested list) give num_segments = max(ids) + 1."""
+    if num_segments is None and not (ops.is_tensor(segment_ids) or isinstance(segment_ids, keras.KerasTensor)):
+        ids = keras.tree.flatten(segment_ids.tolist() if hasattr(segment_ids, "tolist") else segment_ids)
+        num_segments = int(max(ids)) + 1 if ids else 0
+        segment_ids = ops.convert_to_tensor(ids, "int32")
+        sorted = False  # only a speed hint; keras' tensorflow backend refuses num_segments with sorted=True
+    return ops.segment_sum(data, segment_ids, num_segments=num_segments, sorted=sorted)
 
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
