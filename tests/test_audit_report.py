@@ -4,7 +4,6 @@ the same facts in JSON, Markdown and HTML; a 10,000-artifact report opened in a 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -36,10 +35,12 @@ def test_summary_blockers_and_next_commands(small):
     s = m["summary"]
     assert m["schema"] == SCHEMA == "k2to3.audit/2"
     assert s["artifacts"] == 40 and s["predicted"] == 40 and s["verified"] == 0
+    # custom-src: the class's K.shape keeps a tf.keras import in the generated module (K2T501), so `convert --src`
+    # stops and the calibrated static verdict is blocked, not "portable with source"
     assert s["verdicts"] == {"portable": counts["portable"] + counts["rnn"],
-                             "portable with source": counts["custom-src"], "tf-only": counts["tf-only"],
+                             "portable with source": 0, "tf-only": counts["tf-only"],
                              "blocked": counts["unknown-class"] + counts["lambda"] + counts["weights-only"]
-                             + counts["corrupt"]}
+                             + counts["corrupt"] + counts["custom-src"]}
     assert s["findings"] == s["fixable"] + s["needs_person"] and s["fixable"] > 0 and s["needs_person"] > 0
     assert s["files_to_touch"] == 5 and s["findings_left_after_fix"] == s["needs_person"]
     # blockers ranked by the number of artifacts they block, each with its docs anchor and an action
@@ -57,9 +58,8 @@ def test_summary_blockers_and_next_commands(small):
     portable = arts["team-00/models/project-00/model-00000.h5"]
     assert portable["next"] == ("k2to3 convert team-00/models/project-00/model-00000.h5 "
                                 "-o team-00/models/project-00/model-00000_k3.keras")
-    custom = next(a for a in m["artifacts"] if a["verdict"] == "portable with source")
-    assert re.search(r" --src team-0[0-2]/train/train\.py$", custom["next"])
-    assert re.fullmatch(r"team-0[0-2]/train/train\.py:\d+", custom["custom_sources"][0])
+    custom = [a for a in m["artifacts"] if "K2T501 import from tensorflow.keras" in a["reason"]]
+    assert len(custom) == counts["custom-src"] and all(a["verdict"] == "blocked" for a in custom)
     assert all(a["next"] is None for a in arts.values()
                if a["verdict"] == "blocked" and a["causes"] != ["weights-only"])
     assert all(a["next"].endswith(" --src SCRIPT.py:BUILD_FUNCTION") for a in arts.values()
@@ -100,7 +100,8 @@ def test_10k_artifact_report_in_chromium(tmp_path):
     write(rep, tmp_path / "out", ["json", "html"])
     m = json.loads((tmp_path / "out" / "audit.json").read_text())
     s = m["summary"]
-    assert s["artifacts"] == 10_000 and s["verdicts"]["portable with source"] == counts["custom-src"]
+    assert s["artifacts"] == 10_000 and s["verdicts"]["blocked"] == (
+        counts["unknown-class"] + counts["lambda"] + counts["weights-only"] + counts["corrupt"] + counts["custom-src"])
     page_uri = (tmp_path / "out" / "audit.html").as_uri()
     shot = ARTIFACTS / "audit_10k.png"
     ARTIFACTS.mkdir(exist_ok=True)
