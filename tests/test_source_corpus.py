@@ -53,6 +53,8 @@ def _fix_twice(path: str) -> tuple[str, int, str | None]:
         ast.parse(new)
     except SyntaxError as exc:
         return path, n, f"output does not parse: {exc}"
+    if not n and new == old:  # fix is deterministic: an untouched file is its own fixed point
+        return path, n, None
     again, n2 = fix_source(new, path)
     if n2 or again != new:
         return path, n, f"not a fixed point: {n2} more rewrites"
