@@ -99,7 +99,7 @@ def test_theano_file_is_flagged():
 
 @pytest.mark.slow
 def test_weight_layouts_match_tf_keras_and_plain_keras3_fails_or_drifts():
-    """One subprocess: weights_legacy against tf_keras's preprocess_weights_for_loading on 7 Keras 1 layouts, and
+    """One subprocess: weights_legacy against tf_keras's preprocess_weights_for_loading on 9 Keras 1 layouts, and
     plain Keras 3 on the three files."""
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "legacy_layout_probe.py"),
@@ -107,7 +107,7 @@ def test_weight_layouts_match_tf_keras_and_plain_keras3_fails_or_drifts():
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(got["layouts"]) == 7 and all(v == 0.0 for v in got["layouts"].values()), got["layouts"]
+    assert len(got["layouts"]) == 9 and all(v == 0.0 for v in got["layouts"].values()), got["layouts"]
     assert got["plain"]["keras1_sequential.h5"].startswith("fails"), got["plain"]
     assert got["plain"]["keras1_functional_rnn.h5"].startswith("fails"), got["plain"]
     # Keras 3 rejects this file's Conv2DTranspose config; a file it loads uses the unflipped kernels (drifts)

@@ -180,11 +180,12 @@ def test_keras1_pair_converts_with_parity(which, pool, tmp_path):
     assert report["input"]["pair"]["config_keras_version"] == ("1.2.2" if which == "merge" else "1.1.1")
 
 
-def _run(code: str, backend: str, *args: str) -> np.ndarray:
+def _run(code: str, backend: str, *args: str) -> list[np.ndarray]:
     env = {**ENV, "KERAS_BACKEND": backend, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return [np.array(t) for t in got] if isinstance(got[0][0], list) else [np.array(got)]
 
 
 _KERAS3 = ("import sys, json, numpy as np, keras, k2to3.portable; m = keras.saving.load_model(sys.argv[1]); "
@@ -226,7 +227,7 @@ def test_merge_modes_against_numpy_and_deconv_against_keras1_tensorflow(pool, tm
     ref = ("import sys, json, numpy as np; sys.path.insert(0, sys.argv[3]); import make_keras1_fixtures as m; "
            "from pathlib import Path; x = np.load(sys.argv[2])['in0']; "
            "print(json.dumps(m.keras1_deconv_reference(Path(sys.argv[1]), x).tolist()))")
-    want = _run(ref, "tensorflow", str(H5 / "keras1_deconv_bn.h5"), str(tmp_path / "x.npz"), str(FIXTURES))
+    want = _run(ref, "tensorflow", str(H5 / "keras1_deconv_bn.h5"), str(tmp_path / "x.npz"), str(FIXTURES))[0]
     err_dc = float(np.abs(got - want).max())
     assert err_dc < 1e-5, err_dc
     print(f"merge modes vs numpy {err_mm:.2e}; deconv vs Keras 1 raw TF {err_dc:.2e}")
