@@ -30,7 +30,8 @@ from k2to3.upgrade.keras1 import _deconv_padding, is_keras1, to_keras2
 
 sys.path.insert(0, str(FIXTURES))
 PAIRS = FIXTURES / "longtail" / "keras1_pairs"
-FILES = ["keras1_timedistributed", "keras1_deconv_bn", "keras1_merge_models", "keras1_merge_modes"]
+FILES = ["keras1_timedistributed", "keras1_deconv_bn", "keras1_merge_models", "keras1_merge_modes",
+         "keras1_bidirectional"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
@@ -64,6 +65,14 @@ def test_timedistributeddense_and_batchnorm_translation():
     bn = lay["batchnormalization_1"]["config"]
     assert "mode" not in bn and bn["beta_initializer"] == "zeros" and bn["gamma_initializer"] == "ones"
     assert bn["epsilon"] == 1e-3 and bn["momentum"] == 0.99 and bn["axis"] == -1
+
+
+def test_bidirectional_inner_layers_translated():
+    lay = _layers("keras1_bidirectional")
+    lstm = lay["bidirectional_1"]["config"]["layer"]
+    assert lstm["class_name"] == "LSTM" and lstm["config"]["units"] == 4 and "consume_less" not in lstm["config"]
+    gru = lay["bidirectional_2"]["config"]
+    assert gru["merge_mode"] == "sum" and gru["layer"]["config"]["reset_after"] is False
 
 
 def test_deconvolution2d_translation():
@@ -167,6 +176,8 @@ def test_keras1_file_converts_with_parity(name, pool, tmp_path):
     record(name, report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras"
+    if name == "keras1_bidirectional":  # 12 per-gate tensors per direction -> 3
+        assert any(r.startswith("bidirectional_1: 24 Keras 1 tensors") for r in report["ledger"]["reshaped"])
 
 
 @pytest.mark.slow
