@@ -81,7 +81,9 @@ def _rule_for(cls: str) -> rules_mod.Rule | None:
 def _regularizer(value: Any) -> Any:
     """Keras 1 {"name": "WeightRegularizer", "l1": a, "l2": b} -> Keras 2 L1L2."""
     if isinstance(value, dict) and value.get("name") in ("WeightRegularizer", "ActivityRegularizer"):
-        return {"class_name": "L1L2", "config": {"l1": float(value.get("l1", 0.0)), "l2": float(value.get("l2", 0.0))}}
+        l1, l2 = value.get("l1", 0.0), value.get("l2", 0.0)
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (l1, l2)):
+            return {"class_name": "L1L2", "config": {"l1": float(l1), "l2": float(l2)}}
     return value
 
 
@@ -140,7 +142,7 @@ def layer(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
     r = _rule_for(cls)
     if r is not None:
         if "nb_row" in cfg:
-            cfg["kernel_size"] = [cfg.pop("nb_row"), cfg.pop("nb_col")]
+            cfg["kernel_size"] = [cfg.pop("nb_row"), cfg.pop("nb_col", None)]
         if "kernel_dim1" in cfg:
             cfg["kernel_size"] = [cfg.pop(f"kernel_dim{i}") for i in (1, 2, 3)]
         for old, new in r.rename.items():
@@ -164,7 +166,7 @@ def layer(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
 
 def _values(cfg: dict[str, Any]) -> None:
     """The value conversions of legacy/interfaces.py: dim_ordering values, regularizer objects, initializer names."""
-    if "data_format" in cfg:
+    if isinstance(cfg.get("data_format"), str):
         cfg["data_format"] = DATA_FORMAT.get(cfg["data_format"], cfg["data_format"])
     for key, value in list(cfg.items()):
         if key.endswith("_regularizer"):
@@ -227,12 +229,19 @@ def _deconvolution2d(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
                                          "input_dtype"))
     new["kernel_size"] = [cfg.get("nb_row"), cfg.get("nb_col")]
     new.setdefault("padding", "valid")
-    new["strides"] = list(new.get("strides") or (1, 1))
+    new["strides"] = new.get("strides") or [1, 1]
     new.setdefault("activation", "linear")
     rows = (2, 3) if new.get("data_format") == "channels_first" else (1, 2)
     try:
+        for key in ("kernel_size", "strides"):
+            v = new[key]
+            if not isinstance(v, (list, tuple)) or len(v) != 2 or not all(
+                    isinstance(i, int) and not isinstance(i, bool) and 0 < i < 2**31 for i in v):
+                raise ValueError(f"{key} {v!r} is not two positive integers")
+            new[key] = list(v)
         if not isinstance(shape, (list, tuple)) or len(shape) != 4 or not all(
-                isinstance(shape[i], int) for i in rows):
+                isinstance(shape[i], int) and not isinstance(shape[i], bool) and 0 < shape[i] < 2**31
+                for i in rows):
             raise ValueError(f"output_shape {shape!r} does not give the output rows and columns")
         pads = [_deconv_padding(int(new["kernel_size"][j]), int(new["strides"][j]), new["padding"],
                                 int(shape[i])) for j, i in enumerate(rows)]
@@ -284,7 +293,7 @@ def _merge(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
                 f"{cfg.get('mode_type')!r}, stored as marshalled bytecode); k2to3 never runs stored bytecode and "
                 "no Keras 3 layer is that function", name, rules_mod.rule("K2T486").fix)
         return out
-    if mode not in MERGE_MODES or cfg.get("layers"):
+    if not isinstance(mode, str) or mode not in MERGE_MODES or cfg.get("layers"):
         up.note("K2T478", "error", f"Keras 1 Merge with mode {mode!r}" + (" of models outside a Sequential's "
                 "first layer" if cfg.get("layers") else "") + " has no Keras 2/3 equivalent in k2to3 yet", name,
                 rules_mod.rule("K2T478").fix)
@@ -304,6 +313,12 @@ def _node(*names: str) -> list[list[list[Any]]]:
     return [[[n, 0, 0, {}] for n in names]]
 
 
+def _named(entry: Any) -> bool:
+    """A layer entry the Functional form can wire: a dict with a class name and a config naming it."""
+    return isinstance(entry, dict) and isinstance(entry.get("class_name"), str) and \
+        isinstance(entry.get("config"), dict) and isinstance(entry["config"].get("name"), str)
+
+
 def _merge_of_models(up: Upgrader, seq: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A Keras 1 Sequential whose first layer is Merge([seq_a, seq_b, ...]) (keras/models.py 1.2.2
     Sequential.get_config) -> the Functional model it computed: one Input per branch, each branch's layers, the
@@ -311,10 +326,12 @@ def _merge_of_models(up: Upgrader, seq: list[dict[str, Any]]) -> dict[str, Any] 
     are unique in the model), so the weights restore by name. None when a branch is not a plain Sequential."""
     merge = seq[0]["config"]
     branches = merge.get("layers") or []
-    if len(branches) < 2 or not all(isinstance(b, dict) and b.get("class_name") == "Sequential"
-                                    and isinstance(b.get("config"), list) and b["config"] for b in branches):
+    if not isinstance(branches, list) or len(branches) < 2 or not all(
+            isinstance(b, dict) and b.get("class_name") == "Sequential" and isinstance(b.get("config"), list)
+            and b["config"] for b in branches):
         return None
-    if any(x.get("class_name") == "Merge" for b in branches for x in b["config"]):
+    if not all(_named(x) and x.get("class_name") != "Merge" for b in branches for x in b["config"]) or \
+            not all(_named(x) for x in seq[1:]) or not isinstance(merge.get("name"), str):
         return None
     layers: list[dict[str, Any]] = []
     inputs, tails = [], []
@@ -322,8 +339,10 @@ def _merge_of_models(up: Upgrader, seq: list[dict[str, Any]]) -> dict[str, Any] 
         first = b["config"][0].get("config", {})
         dtype = first.get("input_dtype", "float32")
         translated = [layer(up, x) for x in b["config"]]
+        if not all(_named(x) for x in translated):
+            return None
         shape = translated[0]["config"].pop("batch_input_shape", None)
-        if shape is None:
+        if not isinstance(shape, list):
             return None
         inp = f"{translated[0]['config'].get('name')}_input"
         layers.append({"name": inp, "class_name": "InputLayer", "inbound_nodes": [], "config": {
@@ -342,6 +361,8 @@ def _merge_of_models(up: Upgrader, seq: list[dict[str, Any]]) -> dict[str, Any] 
     layers.append({**m, "name": prev, "inbound_nodes": _node(*tails)})
     for x in seq[1:]:
         t = layer(up, x)
+        if not _named(t):
+            return None
         nm = t["config"]["name"]
         layers.append({**t, "name": nm, "inbound_nodes": _node(prev)})
         prev = nm
