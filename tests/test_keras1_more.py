@@ -161,12 +161,12 @@ def test_audit_pairs_keras1_configs_with_their_weights(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(PAIRS, tree)
     shutil.move(_chemts_pair(tmp_path), tree / "chemts" / "model.h5")
-    for n in FILES:
+    for n in (*FILES, "keras1_deconv_th"):
         shutil.copy(H5 / f"{n}.h5", tree)
     rows = {Path(a["path"]).relative_to(tree).as_posix(): a for a in run_audit([tree], tmp_path / "out")["artifacts"]}
     assert rows["merge_weights.h5"]["config"] == str(tree / "merge.json")
     assert rows["chemts/model.h5"]["config"] == str(tree / "chemts" / "model.json")
-    assert {k: v["verdict"] for k, v in rows.items()} == {k: "portable" for k in rows} and len(rows) == len(FILES) + 2
+    assert {k: v["verdict"] for k, v in rows.items()} == {k: "portable" for k in rows} and len(rows) == len(FILES) + 3
 
 
 @pytest.mark.slow
@@ -178,6 +178,20 @@ def test_keras1_file_converts_with_parity(name, pool, tmp_path):
     assert report["reference"]["kind"] == "keras2-tf_keras"
     if name == "keras1_bidirectional":  # 12 per-gate tensors per direction -> 3
         assert any(r.startswith("bidirectional_1: 24 Keras 1 tensors") for r in report["ledger"]["reshaped"])
+
+
+@pytest.mark.slow
+def test_keras1_th_deconvolution_parity_on_torch_and_jax(pool, tmp_path):
+    """dim_ordering "th" Deconvolution2D: the golden (tf_keras on CPU) runs it, Keras 3 on tensorflow CPU has no
+    NCHW Conv2DTranspose kernel (docs/channels-first.md), so parity is shown on torch and jax."""
+    report = convert(Options(src=H5 / "keras1_deconv_th.h5", out=tmp_path / "m.keras", backends=("torch", "jax")),
+                     pool=pool)
+    record("keras1_deconv_th", report)
+    assert report["verdict"] == "parity" and set(report["backends"]) == {"torch", "jax"}, report["backends"]
+    assert report["reference"]["kind"] == "keras2-tf_keras" and report["ledger"]["complete"]
+    assert any(r.startswith("deconvolution2d_1: 2 Keras 1 tensors") for r in report["ledger"]["reshaped"])
+    lay = _layers("keras1_deconv_th")
+    assert lay["deconvolution2d_1"]["config"]["output_padding"] == [1, 1]  # 14 x 13; Keras 3's default 13 x 12
 
 
 @pytest.mark.slow
@@ -247,7 +261,7 @@ def test_merge_modes_against_numpy_and_deconv_against_keras1_tensorflow(pool, tm
 @pytest.mark.slow
 def test_plain_keras3_fails_on_each(tmp_path):
     chem = _chemts_pair(tmp_path)
-    specs = [str(H5 / f"{n}.h5") + "=" for n in FILES]
+    specs = [str(H5 / f"{n}.h5") + "=" for n in (*FILES, "keras1_deconv_th")]
     specs += [f"{PAIRS / 'merge.json'}::{PAIRS / 'merge_weights.h5'}=", f"{chem.with_suffix('.json')}::{chem}="]
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "longtail_plain_probe.py"), *specs],
                          capture_output=True, text=True, env={**ENV, "KERAS_BACKEND": "tensorflow"}, timeout=600)
