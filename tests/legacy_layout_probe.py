@@ -29,6 +29,10 @@ CASES = {
     "Conv1D keras 1.1": (L.Conv1D(4, 3), (None, 9, 5), [(3, 1, 5, 4), (4,)]),
     "Conv1D keras 1.0": (L.Conv1D(4, 3), (None, 9, 5), [(4, 5, 3, 1), (4,)]),
     "Conv2DTranspose tf": (L.Conv2DTranspose(4, 3), (None, 6, 6, 3), [(3, 3, 3, 4), (4,)]),
+    # Keras 1 Deconvolution2D dim_ordering="th": (filters, channels, rows, cols)
+    "Conv2DTranspose th": (L.Conv2DTranspose(4, (3, 2), data_format="channels_first"), (None, 5, 6, 6),
+                           [(4, 5, 3, 2), (4,)]),
+    "BatchNormalization": (L.BatchNormalization(), (None, 7, 6), [(6,)] * 4),  # running_std is the variance
     "LSTM": (L.LSTM(6), (None, 5, 4), [s for _ in range(4) for s in ((4, 6), (6, 6), (6,))]),
     "GRU": (L.GRU(5, reset_after=False), (None, 5, 4), [s for _ in range(3) for s in ((4, 5), (5, 5), (5,))]),
 }

@@ -33,7 +33,10 @@ def _configs() -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
 
 CONFIGS = _configs()
 WRONG = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True),
-                  st.text(max_size=8), st.just("\u202e\U0001f4a9\x00"), st.just([]), st.just({}), st.just([[["x"]]]))
+                  st.text(max_size=8), st.just("\u202e\U0001f4a9\x00"),
+                  # fresh containers per draw: a shared st.just([]) put into one config and then mutated can end
+                  # up containing itself in a later example (RecursionError, FlakyStrategyDefinition)
+                  st.builds(list), st.builds(dict), st.builds(lambda: [[["x"]]]))
 
 
 def _nodes(obj: Any, path: tuple = ()) -> list[tuple]:

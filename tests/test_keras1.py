@@ -63,18 +63,20 @@ def test_keras1_functional_translation():
     assert layers["embedding_1"]["config"]["embeddings_initializer"] == "uniform"
 
 
-@pytest.mark.parametrize("cls,cfg", [
-    ("TimeDistributedDense", {"name": "h", "output_dim": 4}),
-    ("Deconvolution2D", {"name": "m", "nb_filter": 4, "nb_row": 3, "nb_col": 3, "output_shape": [None, 8, 8, 4]}),
-    ("Merge", {"name": "mg", "mode": "gASV", "mode_type": "lambda"}),
+@pytest.mark.parametrize("cls,cfg,code", [
+    ("LocallyConnected2D", {"name": "h", "nb_filter": 4, "nb_row": 3, "nb_col": 3}, "K2T478"),
+    ("Deconvolution2D", {"name": "m", "nb_filter": 4, "nb_row": 3, "nb_col": 3, "border_mode": "full",
+                         "output_shape": [None, 8, 8, 4]}, "K2T487"),
+    ("Merge", {"name": "mg", "mode": "gASV", "mode_type": "lambda"}, "K2T486"),
+    ("BatchNormalization", {"name": "bn", "mode": 2, "axis": -1}, "K2T484"),
 ])
-def test_keras1_layers_without_equivalent_stop_precisely(cls, cfg):
+def test_keras1_layers_without_equivalent_stop_precisely(cls, cfg, code):
     model = {"class_name": "Sequential", "config": [
         {"class_name": "Dense", "config": {"name": "d", "output_dim": 4, "batch_input_shape": [None, 3]}},
         {"class_name": cls, "config": cfg}]}
     plan = upgrade(model)
     err = plan.errors[0]  # the precise stop comes first (K2T902, unknown class, follows it)
-    assert err.code == "K2T478" and err.layer == cfg["name"] and err.fix
+    assert err.code == code and err.layer == cfg["name"] and err.fix
 
 
 def test_keras2_configs_are_not_read_as_keras1():
@@ -97,7 +99,7 @@ def test_theano_file_is_flagged():
 
 @pytest.mark.slow
 def test_weight_layouts_match_tf_keras_and_plain_keras3_fails_or_drifts():
-    """One subprocess: weights_legacy against tf_keras's preprocess_weights_for_loading on 7 Keras 1 layouts, and
+    """One subprocess: weights_legacy against tf_keras's preprocess_weights_for_loading on 9 Keras 1 layouts, and
     plain Keras 3 on the three files."""
     env = {**os.environ, "KERAS_BACKEND": "tensorflow", "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "legacy_layout_probe.py"),
@@ -105,7 +107,7 @@ def test_weight_layouts_match_tf_keras_and_plain_keras3_fails_or_drifts():
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(got["layouts"]) == 7 and all(v == 0.0 for v in got["layouts"].values()), got["layouts"]
+    assert len(got["layouts"]) == 9 and all(v == 0.0 for v in got["layouts"].values()), got["layouts"]
     assert got["plain"]["keras1_sequential.h5"].startswith("fails"), got["plain"]
     assert got["plain"]["keras1_functional_rnn.h5"].startswith("fails"), got["plain"]
     # Keras 3 rejects this file's Conv2DTranspose config; a file it loads uses the unflipped kernels (drifts)

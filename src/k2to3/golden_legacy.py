@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from .findings import Finding
-from .upgrade.keras1 import is_keras1, to_keras2
+from .upgrade.keras1 import is_keras1, is_merge_of_models, to_keras2
 
 
 def findings(artifact: Any) -> list[Finding]:
@@ -32,5 +32,7 @@ def prepare(job: Any, artifact: Any) -> None:
         path = job.work / "golden_keras1_config.json"
         path.write_text(json.dumps(to_keras2(artifact.model_config)))
         job.golden_args["golden_config"] = str(path)
+        if is_merge_of_models(artifact.model_config):  # K2T485: the Functional form loads by layer name
+            job.golden_args["golden_by_name"] = True
     if (artifact.backend or "").lower() == "theano":
         job.golden_args["theano_kernels"] = True

@@ -150,6 +150,11 @@ def _top_layers(config: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, class_name) of the model's own layers, in config order (= Keras 2 model.layers order)."""
     cfg = config["config"]
     layers = cfg if isinstance(cfg, list) else cfg.get("layers", [])
+    from .upgrade.keras1 import is_merge_of_models
+
+    if is_merge_of_models(config):  # Keras 1 Sequential(Merge of models): save_weights wrote flattened_layers
+        branches = [b.get("config") for b in layers[0]["config"]["layers"] if isinstance(b, dict)]
+        layers = [x for b in branches if isinstance(b, list) for x in b] + list(layers[1:])
     return [(lay.get("config", {}).get("name") or lay.get("name"), lay.get("class_name")) for lay in layers]
 
 

@@ -100,10 +100,7 @@ class Restorer:
 
         cls, arrays, out = type(layer).__name__, [values[e.h5path] for e in entries], None
         if self.keras1:
-            kernel = getattr(layer, "kernel", None)
-            out = weights_legacy.keras1(cls, getattr(layer, "data_format", None),
-                                        len(kernel.shape) if kernel is not None else None, arrays,
-                                        [e.name for e in entries])
+            out = self._keras1_layout(layer, arrays, [e.name for e in entries])
         if self.theano:
             out = weights_legacy.theano(cls, out or arrays) or out
         if out is None:
@@ -122,6 +119,29 @@ class Restorer:
         self.ledger.reshaped.append(f"{where}: {len(entries)} {why} tensors -> Keras 2 layout "
                                     f"{[tuple(a.shape) for a in out]}")
         return new
+
+    def _keras1_layout(self, layer: Any, arrays: list[np.ndarray], names: list[str]) -> list[np.ndarray] | None:
+        """weights_legacy.keras1 for one layer; a Bidirectional converts each half with its direction's layer and
+        a TimeDistributed with its inner layer, as Keras 2.0's preprocess_weights_for_loading recursed."""
+        from . import weights_legacy
+
+        cls = type(layer).__name__
+        if cls == "Bidirectional" and arrays and len(arrays) % 2 == 0:
+            half = len(arrays) // 2
+            parts = [(layer.forward_layer, arrays[:half], names[:half]), (layer.backward_layer, arrays[half:],
+                                                                           names[half:])]
+            done = [self._keras1_layout(sub, a, n) for sub, a, n in parts]
+            if all(d is None for d in done):
+                return None
+            return [*(done[0] if done[0] is not None else arrays[:half]),
+                    *(done[1] if done[1] is not None else arrays[half:])]
+        if cls == "TimeDistributed" and hasattr(layer, "layer"):
+            return self._keras1_layout(layer.layer, arrays, names)
+        kernel = getattr(layer, "kernel", None)
+        if kernel is None and hasattr(layer, "cell"):  # Keras 3 RNN layers keep the kernel on the cell
+            kernel = getattr(layer.cell, "kernel", None)
+        return weights_legacy.keras1(cls, getattr(layer, "data_format", None),
+                                     len(kernel.shape) if kernel is not None else None, arrays, names)
 
     def leaf(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray], where: str) -> None:
         if self.keras1 or self.theano:

@@ -369,7 +369,11 @@ def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
             config = json.load(fh)
         model = tf_keras.models.model_from_config(config, custom_objects=objects)
         with h5py.File(req["h5"], "r") as f:
-            hdf5_format.load_weights_from_hdf5_group(f["model_weights"] if "model_weights" in f else f, model)
+            group = f["model_weights"] if "model_weights" in f else f
+            # A Keras 1 Sequential-with-Merge became a Functional model whose layer order is not the file's
+            # flattened order: Keras 2 loaded it through its legacy Sequential; tf_keras can only go by name.
+            (hdf5_format.load_weights_from_hdf5_group_by_name if req.get("golden_by_name")
+             else hdf5_format.load_weights_from_hdf5_group)(group, model)
         return model
     _refuse_bytecode(req["h5"])
     return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
