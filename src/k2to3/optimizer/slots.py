@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..artifact import LegacyArtifact, _names_attr
-from ..errors import NotPortable
+from ..errors import K2to3Error, NotPortable
 from ..h5safe import open_checked
 
 # Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).
@@ -53,6 +55,7 @@ class OptimizerState:
     class_name: str
     layout: str  # "optimizer_v2" | "tf.keras>=2.11" | "keras2-standalone"
     slots: list[Slot]
+    iteration: int | None = None  # the saved step counter (read with the names: one open of the file)
 
     @property
     def iteration_slot(self) -> Slot | None:
@@ -120,6 +123,8 @@ def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> 
         names = _names_attr(g, "weight_names")
         shapes = [tuple(int(d) for d in g[n].shape) for n in names]
         paths = [f"optimizer_weights/{n}" for n in names]
+        its = [p for n, p in zip(names, paths) if _strip(n).split("/")[-1] in ITERATION_NAMES and g[n].size == 1]
+        iteration = int(np.asarray(f[its[0]]).reshape(-1)[0]) if its else None
     finally:
         f.close()
     if not names:
@@ -133,7 +138,7 @@ def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> 
     else:
         layout, parsed = _parse_named(artifact.path, cls, names, weights)
     return OptimizerState(cls, layout, [Slot(n, p, s, slot, w) for n, p, s, (slot, w) in
-                                        zip(names, paths, shapes, parsed)])
+                                        zip(names, paths, shapes, parsed)], iteration)
 
 
 def _parse_standalone(path: Any, cls: str, names: list[str], shapes: list[tuple[int, ...]],
@@ -163,3 +168,26 @@ def _parse_standalone(path: Any, cls: str, names: list[str], shapes: list[tuple[
             out.append((slot, w))
             i += 1
     return out
+
+
+# BatchNormalization's moving statistics: the non-trainable weights a static read can tell by name.
+_NON_TRAINABLE = ("moving_mean", "moving_variance")
+
+
+def static_status(artifact: LegacyArtifact) -> dict[str, Any]:
+    """Whether the file's optimizer state would travel, read as data (audit; no keras): `status` `restored`
+    (every saved slot names, or by Keras 2's order and shape pairs with, a model weight), `none`, or `dropped` with
+    the `reason` convert would give. A prediction: convert's ledger against the rebuilt Keras 3 optimizer is the
+    proof (BatchNormalization's moving statistics are the only non-trainable weights told apart here)."""
+    cls, lso = optimizer_class(artifact.training_config)
+    if not artifact.optimizer_weight_count:  # counted when the artifact was read: no second open
+        return {"status": "none", "reason": "the file stores no optimizer state", "class_name": cls}
+    ws = [e for es in artifact.weights.values() for e in es
+          if _strip(e.name).split("/")[-1] not in _NON_TRAINABLE]
+    try:
+        state = read_state(artifact, ([_strip(e.name) for e in ws], [tuple(e.shape) for e in ws]))
+    except K2to3Error as exc:  # unmappable state (NotPortable), or a slot the checked reader refuses
+        return {"status": "dropped", "reason": exc.message, "class_name": cls}
+    if state is None:
+        return {"status": "none", "reason": "the file stores no optimizer state", "class_name": cls}
+    return {"status": "restored", **state.to_dict(), "loss_scale": lso, "iteration": state.iteration}
