@@ -77,7 +77,7 @@ def test_shadow_catches_a_weight_error_the_bfloat16_tolerance_hides(pool, mixed,
     p = rep["precision"]
     assert p["status"] == "mismatch" and p["decided_by"] == "conversion"
     assert all(v["status"] == "mismatch" and v["conversion"]["max_abs"] > 1e-5 for v in p["backends"].values())
-    assert rep["verdict"] == "mismatch" and rep["exit_code"] == 1
+    assert rep["verdict"] == rep["numeric_verdict"] == "mismatch" and rep["exit_code"] == 1
 
 
 def test_precision_markdown_and_summary_name_the_deciding_comparison():
