@@ -115,3 +115,23 @@ def test_standalone_state_is_restored_in_the_keras_file(converted, name):
     if cls == "RMSprop":  # standalone Keras 2 RMSprop divides by sqrt(ms) + epsilon (K2T602)
         with zipfile.ZipFile(keras) as z:
             assert "Keras2RMSprop" in json.loads(z.read("config.json"))["compile_config"]["optimizer"]["class_name"]
+
+
+@pytest.mark.slow
+def test_real_keras_205_file_converts_with_its_adam_state(pool, tmp_path):
+    """tiny_XCEPTION_KDEF.hdf5 (Keras 2.0.5, Adam at step 246): all 104 slots restored in name order, outputs at
+    parity on every backend, and the .keras holds the file's moments."""
+    from k2to3.convert import Options, convert
+
+    if not CORPUS.is_dir():
+        pytest.skip("shared corpus not found")
+    src = CORPUS / "face_classification" / "tiny_XCEPTION_KDEF.hdf5"
+    r = convert(Options(src=src, out=tmp_path / "m.keras"), pool=pool)
+    opt = r["optimizer"]
+    assert opt["status"] == "restored" and opt["iteration"] == 246 and r["verdict"] == "parity"
+    assert opt["ledger"] == {"slots_expected": 104, "slots_restored": 104, "ignored": 0, "complete": True}
+    with zipfile.ZipFile(tmp_path / "m.keras") as z, h5py.File(io.BytesIO(z.read("model.weights.h5"))) as w, \
+            h5py.File(src) as f:
+        for slot, index in opt["slots"].items():
+            want = np.asarray(f["optimizer_weights"][slot])
+            np.testing.assert_array_equal(np.asarray(w["optimizer/vars"][str(index)]).reshape(want.shape), want)
