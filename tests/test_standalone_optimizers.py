@@ -112,9 +112,12 @@ def test_standalone_state_is_restored_in_the_keras_file(converted, name):
         assert opt["ledger"]["ignored"] == 1 and "m_schedule" in opt["note"]
     if "iterations" not in head:
         assert "saves no iteration counter" in opt["note"]
+    with zipfile.ZipFile(keras) as z:
+        written = json.loads(z.read("config.json"))["compile_config"]["optimizer"]
     if cls == "RMSprop":  # standalone Keras 2 RMSprop divides by sqrt(ms) + epsilon (K2T602)
-        with zipfile.ZipFile(keras) as z:
-            assert "Keras2RMSprop" in json.loads(z.read("config.json"))["compile_config"]["optimizer"]["class_name"]
+        assert written["class_name"] == "Keras2RMSprop"
+    if cls == "Adagrad":  # by sqrt(accumulator) + epsilon, from accumulators of 0 (K2T610)
+        assert written["class_name"] == "Keras2Adagrad" and written["config"]["initial_accumulator_value"] == 0.0
 
 
 @pytest.mark.slow
