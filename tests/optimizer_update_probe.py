@@ -33,6 +33,8 @@ CASES = {
     "adamax": ("Adamax", {"learning_rate": 0.01}),
     "nadam": ("Nadam", {"learning_rate": 0.01}),
     "adagrad": ("Adagrad", {"learning_rate": 0.1}),
+    # standalone Keras 2 starts its accumulators at 0 (and a migrated one can be near 0): where epsilon sits shows
+    "adagrad_zero": ("Adagrad", {"learning_rate": 0.1, "initial_accumulator_value": 0.0}),
     "adadelta": ("Adadelta", {"learning_rate": 1.0}),
     "ftrl": ("Ftrl", {"learning_rate": 0.1}),
 }

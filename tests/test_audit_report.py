@@ -167,3 +167,70 @@ def test_causes_of_real_fixtures(tmp_path):
     by = {b["cause"]: b for b in m["blockers"]}
     assert "save it as .h5" in by["archive-lambda"]["action"]
     assert by["K2T904:tf.math.cumsum(exclusive=True)"]["docs"] == "docs/rules.md#k2t904"
+
+
+def _optimizer_tree(d: Path) -> Path:
+    """Four HDF5 models: Adam (optimizer_v2), Adam in a LossScaleOptimizer (>= 2.11), no optimizer state, and an
+    optimizer without a Keras 3 mapping (sgd_legacy.h5 with its training_config's class renamed, h5py only)."""
+    import shutil
+
+    import h5py
+
+    opt = FIXTURES / "optimizers"
+    d.mkdir()
+    for name in ("adam_legacy.h5", "mixed_float16_lso.h5"):
+        shutil.copy(opt / name, d / name)
+    shutil.copy(FIXTURES / "h5" / "fm19_hard_sigmoid.h5", d / "no_state.h5")
+    shutil.copy(opt / "sgd_legacy.h5", d / "lamb.h5")
+    with h5py.File(d / "lamb.h5", "r+") as f:
+        tc = json.loads(f.attrs["training_config"])
+        tc["optimizer_config"]["class_name"] = "Custom>LAMB"
+        f.attrs["training_config"] = json.dumps(tc)
+    return d
+
+
+def _optimizer_cells(out: Path) -> tuple[dict, dict[str, str], str, str]:
+    from k2to3.auditreport.model import optimizer_text
+
+    m = json.loads((out / "audit.json").read_text())
+    cells = {a["relpath"]: optimizer_text(a["optimizer_state"]) for a in m["artifacts"]}
+    return m, cells, (out / "audit.md").read_text(), (out / "audit.html").read_text()
+
+
+def test_optimizer_state_per_artifact_static(tmp_path):
+    """The static read of optimizer_weights: restored (with the saved step) / none / dropped with convert's reason,
+    in the JSON, the Markdown and the HTML page."""
+    root = _optimizer_tree(tmp_path / "tree")
+    write(run_audit([root], tmp_path / "out"), tmp_path / "out", ["json", "md", "html"])
+    m, cells, md, html = _optimizer_cells(tmp_path / "out")
+    assert cells == {"adam_legacy.h5": "restored: Adam, step 3 (static)",
+                     "mixed_float16_lso.h5": "restored: Adam in a LossScaleOptimizer, step 3 (static)",
+                     "no_state.h5": "none",
+                     "lamb.h5": "dropped: optimizer 'LAMB' has no Keras 3 state mapping (static)"}
+    arts = {a["relpath"]: a for a in m["artifacts"]}
+    assert arts["adam_legacy.h5"]["optimizer"]["layout"] == "optimizer_v2"
+    assert arts["adam_legacy.h5"]["optimizer"]["n_saved"] == 9  # iterations + m and v of 4 weights
+    assert m["summary"]["optimizer_states"] == {"restored": 2, "none": 1, "dropped": 1}
+    for rel, cell in cells.items():
+        assert f"| {cell} |" in md and f">{cell.replace(chr(39), '&#x27;')}</td>" in html, rel
+    assert "- Optimizer state: 1 dropped, 1 none, 2 restored" in md
+    assert "<th>optimizer state</th>" in html and "class='opt-dropped'" in html
+
+
+@pytest.mark.slow
+def test_optimizer_state_verified_replaces_the_prediction(pool, tmp_path):
+    """With --verify the cell is the convert report's optimizer section: the ledger of the built Keras 3 optimizer."""
+    from k2to3.audit import verify_one
+
+    root = _optimizer_tree(tmp_path / "tree")
+    rep = run_audit([root], tmp_path / "out")
+    for row in rep["artifacts"]:  # what run_audit(verify=True) does, on the session's warm pool
+        row["verify"] = verify_one(Path(row["path"]), tmp_path / "out", pool)
+    write(rep, tmp_path / "out", ["json", "md", "html"])
+    m, cells, md, html = _optimizer_cells(tmp_path / "out")
+    assert cells == {"adam_legacy.h5": "restored: Adam, step 3, 8/8 slots (verified)",
+                     "mixed_float16_lso.h5": "restored: Adam in a LossScaleOptimizer, step 3, 8/8 slots (verified)",
+                     "no_state.h5": "none",
+                     "lamb.h5": "dropped: optimizer 'LAMB' has no Keras 3 state mapping (verified)"}
+    assert all(a["verify"]["verdict"] == "parity" for a in m["artifacts"])
+    assert "restored: Adam, step 3, 8/8 slots (verified)" in md and "8/8 slots (verified)</td>" in html

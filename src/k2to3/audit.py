@@ -96,24 +96,31 @@ def _inventory(cfg: dict[str, Any], counts: Counter) -> None:
             _inventory(layer, counts)
 
 
-def _config_of(path: Path, kind: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None, int | None]:
-    """(model config, training config, keras version, parameter count) of any artifact, as data."""
+ArtifactConfig = tuple[dict[str, Any], dict[str, Any] | None, str | None, int | None, dict[str, Any] | None]
+
+
+def _config_of(path: Path, kind: str) -> ArtifactConfig:
+    """(model config, training config, keras version, parameter count, static optimizer verdict or None) of any
+    artifact, as data. The optimizer verdict (optimizer.slots.static_status) is read for full-model HDF5 files."""
     if kind in ("zip", "savedmodel"):
         cfg, version, _ = read_keras_config(path)
-        return cfg, None, version, None
+        return cfg, None, version, None, None
     from .pairs import resolve
 
     pair = resolve(path, None)  # a save_weights file with its to_json/to_yaml config beside it
     if pair is not None:
         art = read_artifact(path, weights_only_ok=True)
-        return pair.config, None, pair.keras_version, art.n_params
+        return pair.config, None, pair.keras_version, art.n_params, None
     art = read_artifact(path)
     from .upgrade.multigpu import detect
 
     parallel = detect(art.model_config)  # a multi_gpu_model save: the template is what converts
     if parallel is not None:
-        return parallel["template_config"], art.training_config, art.keras_version, art.n_params
-    return art.model_config, art.training_config, art.keras_version, art.n_params  # type: ignore[return-value]
+        return parallel["template_config"], art.training_config, art.keras_version, art.n_params, None
+    from .optimizer.slots import static_status
+
+    return (art.model_config, art.training_config, art.keras_version,  # type: ignore[return-value]
+            art.n_params, static_status(art))
 
 
 def _resolve(index: SourceIndex, model_config: dict[str, Any], training_config: dict[str, Any] | None,
@@ -146,7 +153,9 @@ def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None =
                 parallel = detect(read_artifact(path, weights_only_ok=True).model_config)
                 if parallel is not None:  # the template's verdict; the wrapper is removed on conversion
                     row["multi_gpu"] = {"template": parallel["template"], "replicas": parallel["replicas"]}
-        model_config, training_config, version, n_params = _config_of(path, row["kind"])
+        model_config, training_config, version, n_params, optimizer = _config_of(path, row["kind"])
+        if optimizer is not None:  # does the optimizer state travel (docs/audit.md#optimizer-state)
+            row["optimizer"] = optimizer
         plan = upgrade(model_config, training_config)
     except K2to3Error as exc:
         reason = exc.line()
@@ -211,6 +220,18 @@ class ResultCache:
         tmp.replace(self.path)
 
 
+def optimizer_summary(opt: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The verified `optimizer` section of a convert report, as the audit keeps it (no slot table)."""
+    if not opt:
+        return None
+    led = opt.get("ledger") or {}
+    return {k: v for k, v in {"status": opt.get("status"), "reason": opt.get("reason"),
+                              "class_name": opt.get("class_name"), "layout": opt.get("layout"),
+                              "keras3_class": opt.get("keras3_class"), "iteration": opt.get("iteration"),
+                              "slots_restored": led.get("slots_restored"),
+                              "slots_expected": led.get("slots_expected")}.items() if v is not None}
+
+
 def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = ()) -> dict[str, Any]:
     from .convert import NotPortableReport, Options, convert
 
@@ -226,7 +247,7 @@ def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = 
         return {"converted": False, "verdict": "error", "reason": exc.line(), "seconds": time.perf_counter() - t0}
     layer_errors = {b: v.get("layer_errors", []) for b, v in rep["backends"].items() if v.get("layer_errors")}
     return {"converted": True, "verdict": rep["verdict"], "output": str(target),
-            "reference": rep["reference"].get("kind"),
+            "reference": rep["reference"].get("kind"), "optimizer": optimizer_summary(rep.get("optimizer")),
             "backends": {b: {"status": v["status"],
                              "max_abs": max((o["max_abs"] for o in v.get("outputs", [])), default=None),
                              "min_atol": max((o["min_atol"] for o in v.get("outputs", [])), default=None),

@@ -182,6 +182,7 @@ def _source_locations(sources: list[str], entries: list[store.Entry], root: str,
 def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
     """Convert one planned artifact with a warm pool (runs wherever the executor puts it). Never raises for a
     problem of the artifact: the result says what happened."""
+    from .audit import optimizer_summary
     from .convert import NotPortableReport, Options, convert
     from .report import write
 
@@ -214,7 +215,8 @@ def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
                                         for b, v in rep["backends"].items()},
                               max_abs=max((o["max_abs"] for v in rep["backends"].values()
                                            for o in v.get("outputs", [])), default=None),
-                              reason=None, module=(rep.get("output") or {}).get("module"))
+                              reason=None, module=(rep.get("output") or {}).get("module"),
+                              optimizer=optimizer_summary(rep.get("optimizer")))
             except NotPortableReport as exc:
                 rep = exc.report
                 result.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE), reason=exc.line())

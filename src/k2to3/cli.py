@@ -218,6 +218,10 @@ def _summary(report: dict) -> None:
         out.print(f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
                   f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
                   f"{v['first_divergent_variable'] or 'none'}"), highlight=False)
+    from .precision import summary_lines  # mixed precision: which comparison decided the verdict
+
+    for line in summary_lines(report):
+        out.print(line, highlight=False)
     led = report.get("ledger")  # absent from `k2to3 verify` reports: nothing was restored
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""

@@ -473,6 +473,8 @@ def set_verdict(report: dict[str, Any], plan: Plan, mismatched: list[str], hashe
     else:
         report.update(verdict="parity", exit_code=int(Exit.PARITY))
     report["numeric_verdict"] = _numeric_verdict(backends, len(hashes) == 1)
+    if (report.get("precision") or {}).get("status") == "mismatch" and report["numeric_verdict"] is not None:
+        report["numeric_verdict"] = "mismatch"  # the float32 shadow disagrees: a conversion error (precision.py)
 
 
 def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, build_hash: str | None,
@@ -550,6 +552,12 @@ def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, b
         }
         if not ok or not backends[b]["weight_hash_matches_build"]:
             mismatched.append(b)
+    if plan.dtype_policies and reference is not None:  # mixed precision: the float32 shadow (precision.py)
+        from .precision import check_precision
+
+        check_precision(job, report, backends, reference, sorted(plan.dtype_policies),
+                        DEFAULT_RTOL if opts.rtol is None else opts.rtol,
+                        DEFAULT_ATOL if opts.atol is None else opts.atol, mismatched, timings)
     _noise_floor(job, report, backends, reference, timings)
     _locate_divergence(job, report, backends, plan, rtol, atol)
     ops = ", ".join(sorted({f"{t['op']} at layer '{t['layer']}'" for t in plan.tf_only}))
@@ -592,31 +600,7 @@ def _noise_floor(job: Job, report: dict[str, Any], backends: dict[str, Any], ref
         return
     t0 = time.perf_counter()
     job.progress(f"mismatch on {', '.join(bad)}: rerunning in float64 to measure the float32 noise floor")
-    common = {"inputs": job.npz("inputs")}
-    if ref_kind == "keras2-tf_keras":
-        ref_call = ("tensorflow", {**common, "golden": True, "h5": str(job.h5), **job.golden_args})
-    else:
-        ref_call = (ref_kind.split("-", 1)[1], {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
-    calls = {"reference": ref_call} | {b: (b, {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
-                                       for b in bad}
-    # Scheduled through the memory budget like the verification (Pool.run): float64 doubles the weights.
-    jobs: dict[str, list[Callable[[Any], Any]]] = {}
-    names: dict[str, list[str]] = {}
-    for name, (kind, args) in calls.items():
-        jobs.setdefault(kind, []).append(
-            lambda w, name=name, args=args: w.call("float64", out=job.npz(f"f64-{name}"), **args))
-        names.setdefault(kind, []).append(name)
-    weight_bytes = 8 * int(report.get("ledger", {}).get("params_restored") or 0)
-    done = job.pool.run(jobs, weight_bytes)
-    if isinstance(report.get("memory"), dict):
-        report["memory"]["noise_schedule"] = job.pool.schedule
-    replies: dict[str, dict[str, Any]] = {}
-    for kind, futs in done.items():
-        for name, fut in zip(names[kind], futs):
-            try:
-                replies[name] = fut.result()
-            except WorkerError as exc:
-                replies[name] = {"available": False, "reason": f"float64 rerun failed: {exc.message}"}
+    replies = rerun(job, report, bad, "float64", "f64", "noise_schedule")
     ref_reply = replies["reference"]
     for b in bad:
         rep = replies[b]
@@ -631,6 +615,40 @@ def _noise_floor(job: Job, report: dict[str, Any], backends: dict[str, Any], ref
                                 "seconds": round(rep["seconds"], 3),
                                 "reference_seconds": round(ref_reply["seconds"], 3)}
     timings["noise_seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def rerun(job: Job, report: dict[str, Any], backends: list[str], dtype: str, prefix: str,
+          schedule_key: str) -> dict[str, dict[str, Any]]:
+    """Rerun the reference and each of `backends` in `dtype` (op `float64` of workers/child.py: float64 for the
+    noise floor, float32 for a mixed-precision shadow) on the same weights and inputs; outputs go to
+    job.npz(f"{prefix}-{name}"). Returns the worker replies by name ("reference" and each backend)."""
+    common = {"inputs": job.npz("inputs"), "dtype": dtype}
+    ref_kind = report["reference"].get("kind")
+    if ref_kind == "keras2-tf_keras":
+        ref_call = ("tensorflow", {**common, "golden": True, "h5": str(job.h5), **job.golden_args})
+    else:
+        ref_call = (ref_kind.split("-", 1)[1], {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
+    calls = {"reference": ref_call} | {b: (b, {**common, "keras": str(_tmp_of(job)), "modules": job.modules})
+                                       for b in backends}
+    # Scheduled through the memory budget like the verification (Pool.run): float64 doubles the weights.
+    jobs: dict[str, list[Callable[[Any], Any]]] = {}
+    names: dict[str, list[str]] = {}
+    for name, (kind, args) in calls.items():
+        jobs.setdefault(kind, []).append(
+            lambda w, name=name, args=args: w.call("float64", out=job.npz(f"{prefix}-{name}"), **args))
+        names.setdefault(kind, []).append(name)
+    weight_bytes = (8 if dtype == "float64" else 4) * int(report.get("ledger", {}).get("params_restored") or 0)
+    done = job.pool.run(jobs, weight_bytes)
+    if isinstance(report.get("memory"), dict):
+        report["memory"][schedule_key] = job.pool.schedule
+    replies: dict[str, dict[str, Any]] = {}
+    for kind, futs in done.items():
+        for name, fut in zip(names[kind], futs):
+            try:
+                replies[name] = fut.result()
+            except WorkerError as exc:
+                replies[name] = {"available": False, "reason": f"{dtype} rerun failed: {exc.message}"}
+    return replies
 
 
 def _reference(job: Job, fut_golden: Future, report: dict[str, Any]) -> list[np.ndarray] | None:

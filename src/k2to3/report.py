@@ -77,6 +77,9 @@ def to_markdown(report: dict[str, Any]) -> str:
         from .gradients import markdown
 
         lines += markdown(report["gradients"])
+    from .precision import markdown as precision_markdown
+
+    lines += precision_markdown(report)
     if report.get("source"):
         src = report["source"]
         lines += ["", "## From the source", "", f"Generated module: `{src['module']}` (package `{src['package']}`), "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .model import optimizer_text
+
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
@@ -23,6 +25,8 @@ def to_markdown(m: dict[str, Any]) -> str:
              f"findings in {s['files_left_after_fix']} files",
              "- Findings per rule: " + (", ".join(f"{k} {v}" for k, v in m["rule_totals"].items()) or "none"),
              f"- Debt behind noqa: {s['noqa_debt']['lines']} lines, {s['noqa_debt']['files']} files",
+             "- Optimizer state: " + (", ".join(f"{n} {k}" for k, n in sorted(s.get("optimizer_states", {}).items()))
+                                      or "no HDF5 model read"),
              f"- Commands run from `{m['root']}`", ""]
     lines += ["## Top blockers", ""]
     if m["blockers"]:
@@ -33,8 +37,8 @@ def to_markdown(m: dict[str, Any]) -> str:
                          f"{', '.join(f'`{x}`' for x in b['examples'])} |")
     else:
         lines.append("None: every artifact is portable.")
-    lines += ["", "## Artifacts", "", "| artifact | verdict | effort | evidence | reason | next command | "
-              "custom objects from | rules | Keras |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Artifacts", "", "| artifact | verdict | effort | evidence | optimizer state | reason | "
+              "next command | custom objects from | rules | Keras |", "|---|---|---|---|---|---|---|---|---|---|"]
     for a in m["artifacts"]:
         v = a.get("verify")
         if v:
@@ -45,7 +49,8 @@ def to_markdown(m: dict[str, Any]) -> str:
             ev = "static"
         cmd = f"`{a['next']}`" if a.get("next") else "blocked"
         rules = ", ".join(f"{k}×{n}" for k, n in a.get("rules", {}).items())
-        lines.append(f"| `{a['relpath']}` | {a['verdict']} | {a['effort']} | {ev} | {_cell(a['reason'])} | {cmd} | "
+        lines.append(f"| `{a['relpath']}` | {a['verdict']} | {a['effort']} | {ev} | "
+                     f"{_cell(optimizer_text(a.get('optimizer_state')))} | {_cell(a['reason'])} | {cmd} | "
                      f"{', '.join(a['custom_sources'])} | {rules} | {a.get('keras_version') or ''} |")
     if m["source_files"]:
         lines += ["", "## Source files (by effort: findings left after `k2to3 fix`)", "",

@@ -129,6 +129,36 @@ def _worst_error(v: dict[str, Any]) -> float | None:
     return max(errs) if errs else None
 
 
+def optimizer_state(a: dict[str, Any]) -> dict[str, Any] | None:
+    """Whether the artifact's optimizer state travels: the verified `optimizer` section of its convert when
+    --verify ran, else the static read of its optimizer_weights (full-model HDF5 only; None otherwise)."""
+    found, evidence = (a.get("verify") or {}).get("optimizer"), "verified"
+    if not found:
+        found, evidence = a.get("optimizer"), "static"
+    if not found:
+        return None
+    out = {**found, "evidence": evidence}
+    if out.get("reason"):  # the report names the artifact already
+        out["reason"] = out["reason"].removeprefix(f"{a['path']}: ")
+    return out
+
+
+def optimizer_text(o: dict[str, Any] | None) -> str:
+    """One cell: `restored: Adam, step 3, 4/4 slots (verified)`, `none`, `dropped: <reason> (static)`."""
+    if not o:
+        return ""
+    if o["status"] == "restored":
+        cls = f"{o['class_name']} in a LossScaleOptimizer" if o.get("loss_scale") or o.get("keras3_class") == \
+            "LossScaleOptimizer" else o.get("class_name")
+        what = ", ".join(x for x in (cls, f"step {o['iteration']}" if o.get("iteration") is not None
+                                     else None, f"{o['slots_restored']}/{o['slots_expected']} slots"
+                                     if o.get("slots_expected") is not None else None) if x)
+        return f"restored: {what} ({o['evidence']})"
+    if o["status"] == "none":
+        return "none"
+    return f"{o['status']}: {o.get('reason') or '?'} ({o['evidence']})"
+
+
 def build(rep: dict[str, Any]) -> dict[str, Any]:
     """The report model: run_audit's report with the schema-2 fields added (summary, blockers, source_files and
     per-artifact relpath, evidence, worst_error, next, custom_sources, causes, effort)."""
@@ -141,7 +171,8 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         cs = causes(a)
         row = {**a, "relpath": rel, "evidence": "verified" if v else "static",
                "worst_error": _worst_error(v) if v else None, "next": next_command(a, rel, root),
-               "custom_sources": custom_sources(a, root), "causes": [k for k, _, _ in cs], "effort": len(cs)}
+               "custom_sources": custom_sources(a, root), "causes": [k for k, _, _ in cs], "effort": len(cs),
+               "optimizer_state": optimizer_state(a)}
         arts.append(row)
         for key, code, label in cs:
             b = blockers.setdefault(key, {"cause": key, "code": code, "label": label, "artifacts": 0,
@@ -171,6 +202,7 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         "source_files": rep["n_source_files"], "findings": n_find, "fixable": n_fix, "needs_person": n_find - n_fix,
         "files_to_touch": len(files), "files_left_after_fix": sum(1 for f in files if f["left"]),
         "findings_left_after_fix": n_find - n_fix, "noqa_debt": rep["noqa_debt"],
+        "optimizer_states": dict(Counter(a["optimizer_state"]["status"] for a in arts if a["optimizer_state"])),
     }
     ranked = sorted(blockers.values(), key=lambda b: (-b["artifacts"], b["cause"]))
     return {**rep, "schema": SCHEMA, "root": str(root), "summary": summary, "blockers": ranked,

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model import VERDICTS
+from .model import VERDICTS, optimizer_text
 
 e = html.escape
 PAGE = 100
@@ -25,6 +25,7 @@ th[aria-sort=descending]::after{content:" \\25bc"}.portable{color:#137333}.with-
 .card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;background:#fafafa}.card b{font-size:20px}
 .verdict-chart{margin-top:.6em}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:.4em .8em}
 .controls{margin:.4em 0}.controls *{margin-right:.5em}svg{background:#fafafa;border:1px solid #ddd}.muted{color:#666}
+.opt-restored{color:#137333}.opt-dropped{color:#b3261e}
 .js #artifacts tbody tr:nth-child(n+101),.js #sources tbody tr:nth-child(n+101){display:none}"""
 
 SCRIPT = """(function(){
@@ -137,8 +138,11 @@ def _artifact_row(a: dict[str, Any], root: str) -> str:
     srcs = "<br>".join(f"<a href='{_href(s, root)}'><code>{e(s)}</code></a>" for s in a.get("custom_sources", []))
     cmd = f"<code>{e(a['next'])}</code>" if a.get("next") else "<span class='muted'>blocked: see top blockers</span>"
     rules = ", ".join(f"{k}×{n}" for k, n in a.get("rules", {}).items())
+    opt = a.get("optimizer_state")
+    ocls = f" class='opt-{opt['status']}'" if opt else ""
     return (f"<tr><td><code>{e(a['relpath'])}</code></td><td class='{_cls(a['verdict'])}'>{e(a['verdict'])}</td>"
-            f"<td data-k='{a['effort']}'>{a['effort']}</td><td>{evidence}{plots}</td><td>{e(a['reason'])}</td>"
+            f"<td data-k='{a['effort']}'>{a['effort']}</td><td>{evidence}{plots}</td>"
+            f"<td{ocls}>{e(optimizer_text(opt))}</td><td>{e(a['reason'])}</td>"
             f"<td>{cmd}</td><td>{srcs}</td><td>{e(rules)}</td><td>{e(str(a.get('keras_version') or ''))}</td></tr>")
 
 
@@ -164,6 +168,10 @@ def to_html(m: dict[str, Any]) -> str:
               f"after <code>k2to3 fix</code>, <b id='sum-left-after-fix'>{s['findings_left_after_fix']}</b> findings "
               f"in {s['files_left_after_fix']} files need a person. Debt behind noqa: {s['noqa_debt']['lines']} "
               f"lines, {s['noqa_debt']['files']} files.</p>")
+    states = s.get("optimizer_states") or {}
+    effort += ("<p id='optimizer-states'>Optimizer state (does it travel to Keras 3): "
+               + (", ".join(f"<b class='opt-{e(k)}'>{n}</b> {e(k)}" for k, n in sorted(states.items()))
+                  or "no HDF5 model read") + ".</p>")
     note = (f"<p class='note'>Static verdicts are <b>predictions</b> from each artifact's config; "
             f"<code>k2to3 audit --verify</code> is the proof (convert, then compare with the Keras 2 output on "
             f"tensorflow, torch and jax): {s['verified']} verified, {s['predicted']} predicted. Commands run from "
@@ -179,7 +187,8 @@ def to_html(m: dict[str, Any]) -> str:
     arts = "".join(_artifact_row(a, m["root"]) for a in m["artifacts"])
     art_table = ("<h2>Artifacts</h2>" + _controls("artifacts", 1) + "<table id='artifacts'><thead><tr>"
                  "<th data-key='path'>artifact</th><th data-key='verdict'>verdict</th>"
-                 "<th data-key='effort' data-num>effort</th><th>evidence</th><th>reason</th><th>next command</th>"
+                 "<th data-key='effort' data-num>effort</th><th>evidence</th><th>optimizer state</th><th>reason</th>"
+                 "<th>next command</th>"
                  "<th>custom objects from</th><th>rules</th><th>Keras</th></tr></thead>"
                  f"<tbody>{arts}</tbody></table>")
     srcs = "".join(_source_row(f) for f in m["source_files"])

@@ -12,11 +12,14 @@ Three layouts exist (docs/optimizers.md):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..artifact import LegacyArtifact, _names_attr
-from ..errors import NotPortable
+from ..errors import K2to3Error, NotPortable
 from ..h5safe import open_checked
 
 # Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).
@@ -34,8 +37,29 @@ SLOTS: dict[str, dict[str, str]] = {
     "Ftrl": {"accumulator": "_accumulators", "linear": "_linears"},
 }
 ITERATION_NAMES = ("iter", "iteration", "iterations")
-# Standalone Keras 2.2-2.3 Adam: optimizer.weights = [iterations] + ms + vs + vhats (keras/optimizers.py).
-STANDALONE_ORDER = {"Adam": ("m", "v", "vhat")}
+Version = tuple[int, int, int]
+# Standalone Keras 2 `optimizer.weights` (what get_weights() returns and save_model stores, in order), read from
+# `self.weights = ...` in keras/optimizers.py at every tag 2.0.0 .. 2.3.1 (keras-team/keras):
+# (first version with it, leading scalars, per-weight lists), e.g. Adam 2.1.3+: [iterations] + ms + vs + vhats.
+# RMSprop, Adagrad and Adadelta saved no iteration counter before 2.3.0; Nadam added m_schedule in 2.3.0.
+STANDALONE_LAYOUTS: dict[str, list[tuple[Version, tuple[str, ...], tuple[str, ...]]]] = {
+    "SGD": [((2, 0, 0), ("iterations",), ("momentum",))],
+    "RMSprop": [((2, 0, 0), (), ("rms",)), ((2, 3, 0), ("iterations",), ("rms",))],
+    "Adagrad": [((2, 0, 0), (), ("accumulator",)), ((2, 3, 0), ("iterations",), ("accumulator",))],
+    "Adadelta": [((2, 0, 0), (), ("accum_grad", "accum_var")),
+                 ((2, 3, 0), ("iterations",), ("accum_grad", "accum_var"))],
+    "Adam": [((2, 0, 0), ("iterations",), ("m", "v")), ((2, 1, 3), ("iterations",), ("m", "v", "vhat"))],
+    "Adamax": [((2, 0, 0), ("iterations",), ("m", "u"))],
+    "Nadam": [((2, 0, 0), ("iterations",), ("m", "v")), ((2, 3, 0), ("iterations", "m_schedule"), ("m", "v"))],
+}
+# Keras 2.3 names each slot `<prefix>_<i>` (i: the weight's position); before, they are TF's `Variable_N`.
+STANDALONE_NAMES = {"momentum": "moment", "rms": "accumulator", "accumulator": "accumulator",
+                    "accum_grad": "accumulator", "accum_var": "delta_accumulator", "m": "m", "v": "v", "vhat": "vhat",
+                    "u": "u"}
+# Keras 2.0.0-2.0.5 `compile` sorted the collected trainable weights by variable name (engine/training.py), so
+# the slots follow name order there, not layer order (2.0.6 dropped the sort).
+SORTED_BY_NAME_UNTIL: Version = (2, 0, 5)
+_NAMED_SLOT = re.compile(r"^(moment|accumulator|delta_accumulator|m|v|vhat|u)_(\d+)$")
 DROP_HINT = "the model is converted without its optimizer state (report: optimizer.status = dropped)"
 
 
@@ -53,6 +77,7 @@ class OptimizerState:
     class_name: str
     layout: str  # "optimizer_v2" | "tf.keras>=2.11" | "keras2-standalone"
     slots: list[Slot]
+    iteration: int | None = None  # the saved step counter (read with the names: one open of the file)
 
     @property
     def iteration_slot(self) -> Slot | None:
@@ -120,6 +145,8 @@ def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> 
         names = _names_attr(g, "weight_names")
         shapes = [tuple(int(d) for d in g[n].shape) for n in names]
         paths = [f"optimizer_weights/{n}" for n in names]
+        its = [p for n, p in zip(names, paths) if _scalar_kind(n) in ITERATION_NAMES and g[n].size == 1]
+        iteration = int(np.asarray(f[its[0]]).reshape(-1)[0]) if its else None
     finally:
         f.close()
     if not names:
@@ -128,38 +155,82 @@ def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> 
         raise NotPortable(f"{artifact.path}: optimizer {cls!r} has no Keras 3 state mapping",
                           hint=DROP_HINT)
     weights = {_strip(e.name) for es in artifact.weights.values() for e in es}
-    if any(_strip(n).split("/")[-1].startswith("Variable") for n in names):
-        layout, parsed = "keras2-standalone", _parse_standalone(artifact.path, cls, names, shapes, trainable)
+    if any(_strip(n).split("/")[-1].startswith("Variable") or (_strip(n).startswith("training") and _NAMED_SLOT.match(
+            _strip(n).split("/")[-1])) for n in names):
+        layout, parsed = "keras2-standalone", _parse_standalone(artifact.path, cls, names, shapes, trainable,
+                                                                artifact.keras_version)
     else:
         layout, parsed = _parse_named(artifact.path, cls, names, weights)
     return OptimizerState(cls, layout, [Slot(n, p, s, slot, w) for n, p, s, (slot, w) in
-                                        zip(names, paths, shapes, parsed)])
+                                        zip(names, paths, shapes, parsed)], iteration)
+
+
+def keras2_version(text: str | None) -> Version | None:
+    """(2, 2, 4) from a standalone Keras 2 file's keras_version; None for tf.keras ("2.1.6-tf") or anything else."""
+    m = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m and m.group(1) == "2" else None
+
+
+def _scalar_kind(name: str) -> str:
+    """`iterations` from `Adam/iterations:0` or `iterations_1:0` (TF uniquified a second graph's name)."""
+    return re.sub(r"_\d+$", "", _strip(name).split("/")[-1])
 
 
 def _parse_standalone(path: Any, cls: str, names: list[str], shapes: list[tuple[int, ...]],
-                      trainable: Trainable | None) -> list[tuple[str, str | None]]:
-    """Pair unnamed slots with weights by Keras 2's order, then prove the pairing with shapes."""
-    order = STANDALONE_ORDER.get(cls)
-    if order is None or trainable is None:
-        raise NotPortable(f"{path}: standalone Keras 2 {cls} state (unnamed slots) has no known variable order",
-                          hint=DROP_HINT)
-    first = _strip(names[0]).split("/")[-1]
-    if first not in ITERATION_NAMES or len(names) != 1 + len(order) * len(trainable[0]):
-        raise NotPortable(f"{path}: {len(names)} optimizer weights; Keras 2 {cls} over {len(trainable[0])} "
-                          f"trainable weights saves 1 + {len(order)} x {len(trainable[0])}",
-                          hint=DROP_HINT)
+                      trainable: Trainable | None, keras_version: str | None) -> list[tuple[str, str | None]]:
+    """Pair unnamed slots with weights by the order of the file's Keras 2 version, then prove it with shapes."""
+    version = keras2_version(keras_version)
+    layouts = STANDALONE_LAYOUTS.get(cls)
+    if layouts is None or trainable is None or version is None:
+        why = f"keras_version {keras_version!r} is not a standalone Keras 2 release" if layouts and trainable \
+            else "no known variable order"
+        raise NotPortable(f"{path}: standalone Keras 2 {cls} state (unnamed slots): {why}", hint=DROP_HINT)
+    _, head, order = [lay for lay in layouts if lay[0] <= version][-1]
     wnames, wshapes = trainable
-    out: list[tuple[str, str | None]] = [("iterations", None)]
-    i = 1
+    if version <= SORTED_BY_NAME_UNTIL:
+        wnames, wshapes = (list(x) for x in zip(*sorted(zip(wnames, wshapes)))) if wnames else ([], [])
+    expected = len(head) + len(order) * len(wnames)
+    got_head = [_scalar_kind(n) for n in names[:len(head)]]
+    if len(names) != expected or got_head != list(head):
+        lists = " + ".join([f"[{', '.join(head)}]"] * bool(head) + [f"{k}s" for k in order])
+        raise NotPortable(f"{path}: {len(names)} optimizer weights; Keras {keras_version} {cls} over "
+                          f"{len(wnames)} trainable weights saves {lists} = {expected}", hint=DROP_HINT)
+    out: list[tuple[str, str | None]] = [(k, None) for k in head]
+    i = len(head)
     for slot in order:
-        for w, ws in zip(wnames, wshapes):
+        for j, (w, ws) in enumerate(zip(wnames, wshapes)):
             got = shapes[i]
-            # Keras 2.2.4 Adam without amsgrad keeps a (1,) placeholder vhat per weight.
+            # Keras 2.1.3+ Adam without amsgrad keeps a (1,) placeholder vhat per weight.
             ok = got == tuple(ws) or (slot == "vhat" and got == (1,))
+            named = _NAMED_SLOT.match(_strip(names[i]).split("/")[-1])
+            if named and (named.group(1) != STANDALONE_NAMES[slot] or int(named.group(2)) != j):
+                ok = False  # Keras 2.3 names the slot: it must be this list's, at this weight's position
             if not ok:
-                raise NotPortable(f"{path}: optimizer weight '{names[i]}' has shape {got}; in Keras 2's order it "
-                                  f"is the {slot} of '{w}' with shape {tuple(ws)}",
+                raise NotPortable(f"{path}: optimizer weight '{names[i]}' has shape {got}; in Keras "
+                                  f"{keras_version}'s order it is the {slot} of '{w}' with shape {tuple(ws)}",
                                   hint=DROP_HINT)
             out.append((slot, w))
             i += 1
     return out
+
+# BatchNormalization's moving statistics: the non-trainable weights a static read can tell by name.
+_NON_TRAINABLE = ("moving_mean", "moving_variance")
+
+
+def static_status(artifact: LegacyArtifact) -> dict[str, Any]:
+    """Whether the file's optimizer state would travel, read as data (audit; no keras): `status` `restored`
+    (every saved slot names, or by Keras 2's order and shape pairs with, a model weight), `none`, or `dropped` with
+    the `reason` convert would give. A prediction: convert's ledger against the rebuilt Keras 3 optimizer is the
+    proof (BatchNormalization's moving statistics are the only non-trainable weights told apart here)."""
+    cls, lso = optimizer_class(artifact.training_config)
+    if not artifact.optimizer_weight_count:  # counted when the artifact was read: no second open
+        return {"status": "none", "reason": "the file stores no optimizer state", "class_name": cls}
+    ws = [e for es in artifact.weights.values() for e in es
+          if _strip(e.name).split("/")[-1] not in _NON_TRAINABLE]
+    try:
+        state = read_state(artifact, ([_strip(e.name) for e in ws], [tuple(e.shape) for e in ws]))
+    except K2to3Error as exc:  # unmappable state (NotPortable), or a slot the checked reader refuses
+        return {"status": "dropped", "reason": exc.message, "class_name": cls}
+    if state is None:
+        return {"status": "none", "reason": "the file stores no optimizer state", "class_name": cls}
+    return {"status": "restored", **state.to_dict(), "loss_scale": lso, "iteration": state.iteration}

@@ -14,8 +14,14 @@ def is_optimizer_v2(cfg: dict[str, Any]) -> bool:
 def portable_class(cls: str, cfg: dict[str, Any]) -> str | None:
     """The k2to3 optimizer that keeps Keras 2's update where plain Keras 3's differs, else None."""
     if cls == "RMSprop" and is_optimizer_v2(cfg) and not cfg.get("momentum"):
-        return "Keras2RMSprop"  # epsilon outside the square root (K2T-OPT1)
+        return "Keras2RMSprop"  # epsilon outside the square root (K2T602)
+    if cls == "Adagrad" and is_optimizer_v2(cfg):
+        return "Keras2Adagrad"  # epsilon outside the square root (K2T610)
     return None
+
+
+PORTABLE_MODULES = {"Keras2RMSprop": "k2to3.optimizer.keras2_rmsprop",
+                    "Keras2Adagrad": "k2to3.optimizer.keras2_adagrad"}
 
 
 def update_findings(cls: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
@@ -34,7 +40,7 @@ def serialized(cls: str, cfg: dict[str, Any]) -> dict[str, Any]:
     port = portable_class(cls, cfg)
     clean = {k: v for k, v in cfg.items() if k != "is_legacy_optimizer"}
     if port:
-        return {"module": "k2to3.optimizer.keras2_rmsprop", "class_name": port, "config": clean,
+        return {"module": PORTABLE_MODULES[port], "class_name": port, "config": clean,
                 "registered_name": f"k2to3>{port}"}
     return {"module": "keras.optimizers", "class_name": cls, "config": clean, "registered_name": None}
 
@@ -42,7 +48,7 @@ def serialized(cls: str, cfg: dict[str, Any]) -> dict[str, Any]:
 def keras3_optimizer(keras: Any, cls: str, kwargs: dict[str, Any], flavour: str) -> Any:
     """The Keras 3 optimizer k2to3 writes for a Keras 2 `cls(**kwargs)` (flavour "legacy": tf.keras optimizer_v2,
     "new": tf.keras >= 2.11), deserialized as load_model does."""
-    import k2to3.portable  # noqa: F401  registers k2to3>Keras2RMSprop
+    import k2to3.portable  # noqa: F401  registers k2to3>Keras2RMSprop, k2to3>Keras2Adagrad
 
     cfg = {**kwargs, "is_legacy_optimizer": flavour == "legacy"}
     return keras.optimizers.deserialize(serialized(cls, cfg))

@@ -113,6 +113,8 @@ class TrainingConfig:
             return None
         if "lr" in cfg:
             cfg["learning_rate"] = cfg.pop("lr")
+        if cls == "Adagrad" and "initial_accumulator_value" not in cfg:
+            cfg["initial_accumulator_value"] = 0.0  # standalone Keras 2 starts at K.zeros (optimizer_v2 saves it)
         port = portable_class(cls, cfg)  # Keras 2's update where Keras 3's differs (rules/optimizers.toml)
         for code, msg in update_findings(cls, cfg):
             self.up.note(code, "warning", msg, None, "see docs/optimizers.md")

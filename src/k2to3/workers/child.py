@@ -13,7 +13,7 @@ import os
 import sys
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -453,42 +453,55 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-# -- float64 rerun (the float32 noise floor, only on a mismatch) --------------------------------------------
+# -- reruns in another dtype: float64 (the float32 noise floor, only on a mismatch) and float32 (the shadow of a
+# mixed-precision model, docs/convert.md#mixed-precision) ----------------------------------------------------
+REDUCED = ("float16", "bfloat16", "mixed_float16", "mixed_bfloat16")
+
+
 class Float64Unavailable(Exception):
-    """The model cannot be rerun in float64 here; the message says why."""
+    """The model cannot be rerun in the requested dtype here; the message says why."""
 
 
-def _as_float64(v: Any) -> Any:
+def _renamed(v: Any, name: str) -> Any:
+    return name if isinstance(v, str) else {**v, "config": {**v["config"], "name": name}}
+
+
+def _as_float64(v: Any, target: str = "float64") -> Any:
     name = v if isinstance(v, str) else (v.get("config") or {}).get("name") if isinstance(v, dict) else None
-    if name in ("float16", "bfloat16", "mixed_float16", "mixed_bfloat16"):
-        raise Float64Unavailable(f"dtype policy {name}: the error is not float32 noise")
-    if name != "float32":
-        return v  # integer inputs, None
-    if isinstance(v, str):
-        return "float64"
-    return {**v, "config": {**v["config"], "name": "float64"}}
+    if name in REDUCED:
+        if target == "float64":
+            raise Float64Unavailable(f"dtype policy {name}: the error is not float32 noise")
+        return _renamed(v, "float32")  # the float32 shadow: the same layer at full precision
+    if name != "float32" or target == "float32":
+        return v  # integer inputs, None; float32 stays float32 in the shadow
+    return _renamed(v, "float64")
 
 
-def _float64_config(obj: Any) -> Any:
+def _float64_config(obj: Any, target: str = "float64") -> Any:
     if isinstance(obj, dict):
-        return {k: _as_float64(v) if k == "dtype" else _float64_config(v) for k, v in obj.items()}
+        return {k: _as_float64(v, target) if k == "dtype" else _float64_config(v, target) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_float64_config(v) for v in obj]
+        return [_float64_config(v, target) for v in obj]
     return obj
 
 
-def _clone_float64(model: Any, clone_model: Any, lambda_cls: type) -> Any:
-    """The same graph with float64 layers and the same weights cast (exactly) to float64. Lambdas are rebuilt
-    around their function object: their config would carry bytecode."""
+def _clone_float64(model: Any, clone_model: Any, lambda_cls: type, target: str = "float64") -> Any:
+    """The same graph with `target` (float64, or float32 for a mixed-precision shadow) layers and the same weights
+    cast (exactly: float32 widens, a mixed model's variables are float32 already). Lambdas are rebuilt around
+    their function object: their config would carry bytecode."""
 
     def clone(layer: Any) -> Any:
         if isinstance(layer, lambda_cls):
             return type(layer)(layer.function, output_shape=layer._output_shape, mask=layer.mask,
-                               arguments=layer.arguments, name=layer.name, dtype="float64")
-        return layer.__class__.from_config(_float64_config(layer.get_config()))
+                               arguments=layer.arguments, name=layer.name, dtype=target)
+        return layer.__class__.from_config(_float64_config(layer.get_config(), target))
 
     m64 = clone_model(model, clone_function=clone)
-    m64.set_weights([np.asarray(w, dtype=np.float64) for w in model.get_weights()])
+    m64.set_weights([np.asarray(w, dtype=target) for w in model.get_weights()])
+    layers = m64._flatten_layers(include_self=False)  # nested models' layers too (tf_keras and Keras 3)
+    low = sorted({getattr(getattr(la, "dtype_policy", None), "name", None) or "" for la in layers} & set(REDUCED))
+    if low:  # a layer the clone did not reach: the shadow would not be one
+        raise Float64Unavailable(f"the {target} clone still has {', '.join(low)} layers")
     return m64
 
 
@@ -496,10 +509,10 @@ def _float64_inputs(xs: list[np.ndarray]) -> list[np.ndarray]:
     return [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x for x in xs]
 
 
-def _checked_float64(outs: list[np.ndarray]) -> list[np.ndarray]:
-    low = sorted({str(o.dtype) for o in outs if o.dtype != np.float64})
+def _checked_float64(outs: list[np.ndarray], target: str = "float64") -> list[np.ndarray]:
+    low = sorted({str(o.dtype) for o in outs if o.dtype != np.dtype(target)})
     if low:
-        raise Float64Unavailable(f"the float64 rerun returned {', '.join(low)} outputs")
+        raise Float64Unavailable(f"the {target} rerun returned {', '.join(low)} outputs")
     return outs
 
 
@@ -529,11 +542,15 @@ def _float64_mode(keras: Any):
 
 
 def op_float64(req: dict[str, Any]) -> dict[str, Any]:
-    """Rerun the model in float64 on the same weights and inputs: the converted .keras on this backend, or
-    (`golden`) the Keras 2 model with tf_keras. Writes the outputs to `out`; a model that cannot run in float64
-    gives {"available": False, "reason": ...}, never an error."""
+    """Rerun the model in `dtype` (float64 by default; float32: the shadow of a mixed-precision model) on the same
+    weights and inputs: the converted .keras on this backend, or (`golden`) the Keras 2 model with tf_keras.
+    Writes the outputs to `out`; a model that cannot be rerun gives {"available": False, "reason": ...}, never
+    an error."""
     t0 = time.perf_counter()
-    xs = _float64_inputs(_load_inputs(req["inputs"]))
+    target = req.get("dtype", "float64")
+    xs = _load_inputs(req["inputs"])
+    if target == "float64":
+        xs = _float64_inputs(xs)
     try:
         if req.get("golden"):
             import tf_keras
@@ -543,27 +560,27 @@ def op_float64(req: dict[str, Any]) -> dict[str, Any]:
             if req.get("theano_kernels"):
                 _flip_theano_kernels(model)
             saved = tf_keras.backend.floatx()
-            tf_keras.backend.set_floatx("float64")
+            tf_keras.backend.set_floatx(target)
             try:
                 with tf_keras.utils.custom_object_scope(_tf_keras_objects()):
-                    m64 = _clone_float64(model, tf_keras.models.clone_model, tf_keras.layers.Lambda)
+                    m64 = _clone_float64(model, tf_keras.models.clone_model, tf_keras.layers.Lambda, target)
                 outs = [np.asarray(t) for t in _tf_flatten(m64(_model_input(xs), training=False))]
             finally:
                 tf_keras.backend.set_floatx(saved)
         else:
             keras = _k3()
             _import_modules(req)
-            with _float64_mode(keras):
+            with _float64_mode(keras) if target == "float64" else nullcontext():
                 with _constant_initializers(keras):
                     model = keras.saving.load_model(req["keras"], safe_mode=True)
-                    m64 = _clone_float64(model, keras.models.clone_model, keras.layers.Lambda)
+                    m64 = _clone_float64(model, keras.models.clone_model, keras.layers.Lambda, target)
                 outs = _flat_numpy(keras, _forward(keras, m64, xs))
-        _save_arrays(req["out"], _checked_float64(outs))
+        _save_arrays(req["out"], _checked_float64(outs, target))
     except Float64Unavailable as exc:
         return {"available": False, "reason": str(exc), "seconds": time.perf_counter() - t0}
     except Exception as exc:  # an op without a float64 kernel, a layer whose config cannot be rebuilt
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        return {"available": False, "reason": f"float64 rerun failed: {type(exc).__name__}: {first}",
+        return {"available": False, "reason": f"{target} rerun failed: {type(exc).__name__}: {first}",
                 "seconds": time.perf_counter() - t0}
     return {"available": True, "seconds": time.perf_counter() - t0}
 

@@ -63,7 +63,7 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     lists = slot_variables(inner, state.class_name)
     expected = {id(v): v for vs in lists.values() for v in vs}
     done: set[int] = set()
-    ignored, iteration = [], None
+    ignored, iteration, notes = [], None, []
     # saved slot name -> index in optimizer.variables (the saved and loaded order; paths change on load)
     mapping: dict[str, int] = {}
     index = {id(v): i for i, v in enumerate(opt.variables)}
@@ -76,9 +76,18 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
                 inner.iterations.assign(iteration)
                 mapping[slot.saved_name] = index[id(inner.iterations)]
                 continue
+            if slot.slot == "m_schedule":  # standalone Keras 2.3 Nadam's momentum product: Keras 3 keeps its
+                ignored.append(slot.saved_name)  # u_product unsaved and restarts it at 1.0 (K2T606)
+                notes.append("Nadam m_schedule not carried: Keras 3 saves no momentum product (K2T606)")
+                continue
             target_list = lists.get(SLOTS[state.class_name][slot.slot]) or []
             if not target_list and slot.slot == "vhat" and value.shape == (1,):
                 ignored.append(slot.saved_name)  # standalone Keras 2 Adam's placeholder when amsgrad=False
+                continue
+            if not target_list and slot.slot == "momentum" and state.class_name == "SGD":
+                # standalone Keras 2 SGD keeps moments even at momentum=0; they never enter an update there,
+                # and Keras 3's SGD creates none
+                ignored.append(slot.saved_name)
                 continue
             var = by_weight.get(slot.weight or "")
             if var is None or not target_list:
@@ -109,9 +118,13 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
     if missing:
         raise K2to3Error(f"optimizer state incomplete: {len(done)}/{len(expected)} Keras 3 slot variables restored;"
                          f" not in the file: {missing[:3]}", Exit.INTERNAL, hint="report it to k2to3 with the file")
+    if state.iteration_slot is None:
+        notes.append(f"the file saves no iteration counter (standalone Keras 2.0-2.2 {state.class_name}): Keras 3 "
+                     "starts at 0; the update does not depend on it unless the optimizer has a decay schedule")
     return {"status": "restored", **state.to_dict(), "keras3_class": type(opt).__name__,
             "iteration": iteration, "ledger": {"slots_expected": len(expected), "slots_restored": len(done),
-                                                "ignored": len(ignored), "complete": True}, "slots": mapping}
+                                                "ignored": len(ignored), "complete": True}, "slots": mapping,
+            **({"note": "; ".join(notes)} if notes else {})}
 
 
 def dump(keras: Any, model: Any) -> dict[str, Any]:
