@@ -2,7 +2,8 @@
 and Keras 1 JSON + weights pairs (issue 11; rules K2T481-K2T487 in rules/keras1.toml).
 
 Fixtures: tests/fixtures/make_keras1_fixtures.py `part2` (h5py in the Keras 1.2.2 layouts, values from tf_keras
-models) and longtail/keras1_pairs/chemts/model.json (a real Keras 1.1.1 to_json, tsudalab/ChemTS, MIT).
+models) and longtail/keras1_pairs/chemts/model.json (a Keras 1.1.1 to_json of the public ChemTS SMILES RNN,
+written by the same script).
 References: tf_keras on the Keras 2 translation (the golden of `convert`) for all of them; besides that
 keras1_deconv_bn against Keras 1's own computation in raw TensorFlow ops, keras1_merge_modes against numpy
 (Keras 1's Merge formulas), as no Keras 2 has Merge."""
