@@ -180,6 +180,7 @@ def test_shape_consumers_convert_with_parity(pool, tmp_path):
     check_parity(report)
     assert report["verdict"] == "parity" and report["output"]["needs_k2to3_portable"]
     assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+    assert all(len(report["backends"][b]["outputs"]) == 15 for b in ("tensorflow", "torch", "jax"))  # one per op
     layers = json.loads(zipfile.ZipFile(out).read("config.json"))["config"]["layers"]
     shape_ops = {la["name"]: la["config"]["function"] for la in layers if la["class_name"] == "ShapeOp"}
     # the batch-dependent consumers read the shape at run time; tf.eye / tf.range of a static dimension do not
