@@ -306,6 +306,6 @@ def test_shape_is_a_portable_int_tensor_in_source_and_symbolic_in_graphs():
     first, kw = ops.positional_to_keywords(ops.lookup("compat.v1.shape"), ["x", None, "int64"], {})
     assert ops.translate(ops.lookup("compat.v1.shape"), first, kw) == {"x": "x", "out_type": "int64"}
     assert ops.translate(ops.lookup("shape"), "x", {}) == {"x": "x", "out_type": "int32"}
-    code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x)[0]\n"
+    code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x)[0] + tf.compat.v1.shape(x)[1]\n"
     assert fix_source(code)[0] == code
     assert "K2T206" == ops.backend_obsolete()["shape"][0]
