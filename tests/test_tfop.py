@@ -165,8 +165,9 @@ def test_zoo3_remaining_table_entries_convert_with_parity(pool, tmp_path):
 
 def test_shape_consumers_convert_with_parity(pool, tmp_path):
     """tf.shape on a Keras tensor (recorded as compat.v1.shape, often sliced) feeding zeros/ones/fill/broadcast_to/
-    scatter_nd/reshape/range/eye/cast converts with parity on all three backends: static dimensions become ints, a
-    consumer of the batch dimension a k2to3>ShapeOp layer that reads the shape when the model runs. logical_xor and
+    scatter_nd/reshape/range/eye/cast, and +, -, *, // on dimensions, converts with parity on all three backends:
+    static dimensions become ints, a consumer of the batch dimension a k2to3>ShapeOp layer that reads the shape when
+    the model runs. logical_xor and
     nn.moments arrive as the ops tf_keras decomposed them into."""
     import zipfile
 
@@ -180,7 +181,7 @@ def test_shape_consumers_convert_with_parity(pool, tmp_path):
     check_parity(report)
     assert report["verdict"] == "parity" and report["output"]["needs_k2to3_portable"]
     assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
-    assert all(len(report["backends"][b]["outputs"]) == 15 for b in ("tensorflow", "torch", "jax"))  # one per op
+    assert all(len(report["backends"][b]["outputs"]) == 18 for b in ("tensorflow", "torch", "jax"))  # one per op
     layers = json.loads(zipfile.ZipFile(out).read("config.json"))["config"]["layers"]
     shape_ops = {la["name"]: la["config"]["function"] for la in layers if la["class_name"] == "ShapeOp"}
     # the batch-dependent consumers read the shape at run time; tf.eye / tf.range of a static dimension do not

@@ -319,8 +319,9 @@ class ShapeOp(keras.layers.Layer):
     tf.zeros(tf.shape(x)), tf.range(tf.shape(x)[0]), tf.scatter_nd(i, u, tf.shape(x)), ... `template` is the
     keras.ops call's [positional arguments, keyword arguments] with every tensor replaced by {"__tensor__": i} and
     every shape by {"__shape__": i, "index": [...]} (the shape of input i, indexed as the graph's slicing did:
-    shape_index). The shape is read in call() with keras.ops.shape, so jax and torch see ints
-    and tensorflow the dynamic dimensions, and `function` (a keras.ops or k2to3.portable name) gets it as a shape."""
+    shape_index), and arithmetic on dimensions by {"__shape_op__": op, "args": [...]} (shape_arith). The shape is
+    read in call() with keras.ops.shape, so jax and torch see ints and tensorflow the dynamic dimensions, and
+    `function` (a keras.ops or k2to3.portable name) gets it as a shape."""
 
     def __init__(self, function: str, template: list, **kwargs):
         super().__init__(**kwargs)
@@ -332,6 +333,8 @@ class ShapeOp(keras.layers.Layer):
             return tensors[value["__tensor__"]]
         if isinstance(value, dict) and set(value) == {"__shape__", "index"}:
             return shape_index(ops.shape(tensors[value["__shape__"]]), value["index"])
+        if isinstance(value, dict) and set(value) == {"__shape_op__", "args"}:
+            return shape_arith(value["__shape_op__"], *(self._fill(v, tensors) for v in value["args"]))
         if isinstance(value, list):
             return [self._fill(v, tensors) for v in value]
         if isinstance(value, dict):
@@ -357,6 +360,19 @@ class ShapeOp(keras.layers.Layer):
 
     def get_config(self):
         return {**super().get_config(), "function": self.function, "template": self.call_template}
+
+
+def shape_arith(op, a, b):
+    """+, -, *, // of shape dimensions: ints, or on tensorflow scalar tensors (// floors in both, as TF's floordiv)."""
+    if op == "add":
+        return a + b
+    if op == "subtract":
+        return a - b
+    if op == "multiply":
+        return a * b
+    if op == "floor_divide":
+        return a // b
+    raise ValueError(f"shape arithmetic {op!r} is not supported")
 
 
 def shape_index(dims, index):

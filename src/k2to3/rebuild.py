@@ -38,12 +38,50 @@ class SymShape:
         v = self.value()
         return None not in (v if isinstance(v, tuple) else (v,))
 
+    def scalar(self) -> bool:
+        return bool(self.index) and isinstance(self.index[-1], int)
+
+    def template(self, tensors: list[Any]) -> dict[str, Any]:
+        tensors.append(self.source)
+        return {"__shape__": len(tensors) - 1, "index": self.index}
+
     def sliced(self, index: tuple[Any, ...]) -> SymShape:
         if len(index) != 1 or not isinstance(index[0], (int, slice)):
             raise op_table.Untranslatable(f"tf.shape indexed with {index!r} (one int or slice is translated)")
         i = index[0]
         step = [i.start, i.stop, i.step] if isinstance(i, slice) else int(i)
         return SymShape(self.source, self.out_type, [*self.index, step])
+
+
+class SymArith:
+    """Integer arithmetic on single dimensions (tf.shape(x)[0] * 2, b // 2, b + 1) kept symbolic like SymShape, so
+    tf.reshape(x, [b * heads, -1]) still gets ints (or the dynamic size on tensorflow) when the model runs."""
+
+    def __init__(self, op: str, operands: list[Any], out_type: str):
+        self.op, self.operands, self.out_type = op, operands, out_type
+
+    def value(self) -> Any:
+        from .portable import shape_arith
+
+        vals = [o.value() if isinstance(o, SYM) else o for o in self.operands]
+        return None if any(v is None for v in vals) else shape_arith(self.op, *vals)
+
+    def static(self) -> bool:
+        return self.value() is not None
+
+    def scalar(self) -> bool:
+        return True
+
+    def template(self, tensors: list[Any]) -> dict[str, Any]:
+        return {"__shape_op__": self.op, "args": [o.template(tensors) if isinstance(o, SYM) else o
+                                                  for o in self.operands]}
+
+    def sliced(self, index: tuple[Any, ...]) -> SymShape:
+        raise op_table.Untranslatable("an indexed arithmetic result of tf.shape is not translated")
+
+
+SYM = (SymShape, SymArith)
+ARITH = ("add", "subtract", "multiply", "floor_divide")  # keras.ops names the table maps +, -, *, // to
 
 
 def _walk(value: Any, fn: Any) -> Any:
@@ -54,10 +92,20 @@ def _walk(value: Any, fn: Any) -> Any:
     return fn(value)
 
 
-def _syms(value: Any) -> list[SymShape]:
-    found: list[SymShape] = []
-    _walk(value, lambda v: found.append(v) if isinstance(v, SymShape) else None)
+def _syms(value: Any) -> list[Any]:
+    found: list[Any] = []
+    _walk(value, lambda v: found.append(v) if isinstance(v, SYM) else None)
     return found
+
+
+def _arith(name: str, kw: dict[str, Any]) -> Any:
+    """A SymArith for +, -, *, // of scalar shape dimensions and Python ints, else None."""
+    if name not in ARITH or set(kw) != {"x1", "x2"}:
+        return None
+    ops_ = [kw["x1"], kw["x2"]]
+    syms = [o for o in ops_ if isinstance(o, SYM)]
+    ints = all((isinstance(o, SYM) and o.scalar()) or (isinstance(o, int) and not isinstance(o, bool)) for o in ops_)
+    return SymArith(name, ops_, syms[0].out_type) if syms and ints else None
 
 
 class BuildError(K2to3Error):
@@ -179,7 +227,7 @@ class GraphBuilder:
             self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
             return True
         try:
-            if fn == op_table.GETITEM and isinstance(first, SymShape):
+            if fn == op_table.GETITEM and isinstance(first, SYM):
                 self.calls.setdefault(spec["name"], []).append([first.sliced(
                     op_table.slice_index(kwargs["slice_spec"]))])
                 return True
@@ -207,13 +255,17 @@ class GraphBuilder:
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
+                arith = _arith(name, call_kwargs)
+                if arith is not None:  # shape arithmetic stays symbolic (a consumer reads it)
+                    self.calls.setdefault(spec["name"], []).append([arith])
+                    return True
                 positional, call_kwargs = op_table.call_arguments(entry, call_kwargs)
                 syms = _syms([positional, call_kwargs])
                 if syms and not all(sym.static() for sym in syms):
                     return self.shape_op(spec, name, [positional, call_kwargs])
                 if syms:  # every dimension it reads is static: the call gets ints, as TF's constant folding did
                     positional, call_kwargs = _walk([positional, call_kwargs],
-                                                    lambda v: v.value() if isinstance(v, SymShape) else v)
+                                                    lambda v: v.value() if isinstance(v, SYM) else v)
                 out = target(*positional, **call_kwargs)
         except op_table.Untranslatable as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
@@ -232,9 +284,8 @@ class GraphBuilder:
         tensors: list[Any] = []
 
         def slot(v: Any) -> Any:
-            if isinstance(v, SymShape):
-                tensors.append(v.source)
-                return {"__shape__": len(tensors) - 1, "index": v.index}
+            if isinstance(v, SYM):
+                return v.template(tensors)
             if isinstance(v, keras.KerasTensor):
                 tensors.append(v)
                 return {"__tensor__": len(tensors) - 1}
@@ -254,7 +305,7 @@ class GraphBuilder:
             return value
 
         def one(v: Any) -> Any:
-            if not isinstance(v, SymShape):
+            if not isinstance(v, SYM):
                 return v
             if v.static():
                 return keras.ops.convert_to_tensor(v.value(), v.out_type)
@@ -262,9 +313,9 @@ class GraphBuilder:
 
             name = unique(f"{spec['name']}_shape", self.taken)
             self.taken.add(name)
-            layer = ShapeOp("k2to3.portable.shape_tensor", [[{"__shape__": 0, "index": v.index}],
-                                                            {"dtype": v.out_type}], name=name)
-            return layer([v.source])
+            tensors: list[Any] = []
+            layer = ShapeOp("k2to3.portable.shape_tensor", [[v.template(tensors)], {"dtype": v.out_type}], name=name)
+            return layer(tensors)
 
         return _walk(value, one)
 
