@@ -26,6 +26,10 @@ after (tf.einsum, tf.gather_nd, tensorflow.python.ops re-exports and TF1's tenso
 717 call sites, 667 with a keras.ops expression, 659 fixed (98.8%; 92% of all); 128 files rewritten, all parse,
 none changed by a second fix. Left by count: tf.group 9, tf.control_dependencies 9, convert_to_tensor 10,
 K.is_keras_tensor 4 and tf.where 4 (blocked by an argument), K.set_image_dim_ordering 3, ...
+
+Measured 2026-12-01 (branch shapeops, loaded 2-core machine, the sdists not on disk): the installed tf_keras tree
+and tests/fixtures/src (594 files, 166,055 lines; 29 min): 4,429 call sites, 2,196 with a keras.ops expression,
+2,097 of them fixed (95.5%); 332 files rewritten, all parse, none changed by a second fix.
 """
 
 from __future__ import annotations

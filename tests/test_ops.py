@@ -294,3 +294,18 @@ def test_einsum_operands_and_gather_nd_and_tf1_module_paths():
     assert "keras.ops.einsum('bij,bjk->bik', x,\n              y)" in fixed
     assert "k2to3.portable.gather_nd(p, indices=idx)" in fixed and "keras.ops.maximum(x, 0.0)" in fixed
     assert ops.check("gather_nd", {"batch_dims": 1})  # batch_dims != 0 stays a finding
+
+
+def test_shape_is_a_portable_int_tensor_in_source_and_symbolic_in_graphs():
+    """tf.shape (and compat.v1.shape, which tf_keras records, with name before out_type) -> k2to3.portable.shape, an
+    int tensor like TF's, for TFOpLambda nodes. Source code keeps tf.shape (classify.TF_NOT_OPS: its result feeds
+    shape arguments, which on torch and jax must be ints, not a tensor); K.shape stays obsolete (K2T206)."""
+    from k2to3.source.fix import fix_source
+
+    assert ops.lookup("compat.v1.shape").keras == ops.lookup("shape").keras == ops.SHAPE
+    first, kw = ops.positional_to_keywords(ops.lookup("compat.v1.shape"), ["x", None, "int64"], {})
+    assert ops.translate(ops.lookup("compat.v1.shape"), first, kw) == {"x": "x", "out_type": "int64"}
+    assert ops.translate(ops.lookup("shape"), "x", {}) == {"x": "x", "out_type": "int32"}
+    code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x)[0] + tf.compat.v1.shape(x)[1]\n"
+    assert fix_source(code)[0] == code
+    assert "K2T206" == ops.backend_obsolete()["shape"][0]

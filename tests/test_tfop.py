@@ -161,3 +161,41 @@ def test_zoo3_remaining_table_entries_convert_with_parity(pool, tmp_path):
     check_parity(report)
     assert report["verdict"] == "parity"
     assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+
+
+def test_shape_consumers_convert_with_parity(pool, tmp_path):
+    """tf.shape on a Keras tensor (recorded as compat.v1.shape, often sliced) feeding zeros/ones/fill/broadcast_to/
+    scatter_nd/reshape/range/eye/cast, and +, -, *, // on dimensions, converts with parity on all three backends:
+    static dimensions become ints, a consumer of the batch dimension a k2to3>ShapeOp layer that reads the shape when
+    the model runs. logical_xor and
+    nn.moments arrive as the ops tf_keras decomposed them into."""
+    import zipfile
+
+    functions = _functions(H5 / "tfop_shapes.h5")
+    assert {"compat.v1.shape", "__operators__.getitem", "zeros", "ones", "fill", "range", "broadcast_to",
+            "scatter_nd", "reshape", "eye", "cast", "math.logical_and", "math.logical_or", "math.logical_not",
+            "math.reduce_mean", "math.squared_difference"} <= functions, sorted(functions)
+    out = tmp_path / "s.keras"
+    report = convert(Options(src=H5 / "tfop_shapes.h5", out=out), pool=pool)
+    record("tfop_shapes", report)
+    check_parity(report)
+    assert report["verdict"] == "parity" and report["output"]["needs_k2to3_portable"]
+    assert all(report["backends"][b]["status"] == "parity" for b in ("tensorflow", "torch", "jax"))
+    assert all(len(report["backends"][b]["outputs"]) == 18 for b in ("tensorflow", "torch", "jax"))  # one per op
+    layers = json.loads(zipfile.ZipFile(out).read("config.json"))["config"]["layers"]
+    shape_ops = {la["name"]: la["config"]["function"] for la in layers if la["class_name"] == "ShapeOp"}
+    # the batch-dependent consumers read the shape at run time; tf.eye / tf.range of a static dimension do not
+    assert {"zeros", "ones", "full", "broadcast_to", "scatter", "reshape", "arange", "cast"} == set(shape_ops.values())
+    assert "tf_eye" not in shape_ops and "tf_range_1" not in shape_ops and "tf_range" in shape_ops
+
+
+def test_shape_feeding_a_tf_only_op_becomes_a_tensor(pool, tmp_path):
+    """A tf.shape with the batch dimension that reaches an op kept as a TensorFlow call is materialised as the int32
+    tensor TF gave (k2to3>ShapeOp over k2to3.portable.shape_tensor); the static part indexed after a cast stays a
+    constant. Parity on tensorflow, the other backends skipped for the TF-only op."""
+    out = tmp_path / "s.keras"
+    report = convert(Options(src=H5 / "tfop_shape_tf_only.h5", out=out), pool=pool)
+    record("tfop_shape_tf_only", report)
+    assert report["verdict"] == "tf_only" and report["backends"]["tensorflow"]["status"] == "parity"
+    assert all(o["max_abs"] == 0.0 for o in report["backends"]["tensorflow"]["outputs"])
+    assert "tf.math.cumsum" in report["backends"]["jax"]["reason"]

@@ -14,6 +14,7 @@ import tomllib
 from .rules import rules_dir
 
 GETITEM = "__operators__.getitem"
+SHAPE = "k2to3.portable.shape"  # tf.shape's translation: a rebuilt graph keeps it symbolic (rebuild.SymShape)
 
 
 class Untranslatable(Exception):

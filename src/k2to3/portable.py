@@ -299,6 +299,91 @@ def segment_sum(data, segment_ids, num_segments=None, sorted=False):
         sorted = False  # only a speed hint; keras' tensorflow backend refuses num_segments with sorted=True
     return ops.segment_sum(data, segment_ids, num_segments=num_segments, sorted=sorted)
 
+def shape(x, out_type="int32"):
+    """tf.shape: the shape as a 1-D int tensor (keras.ops.shape is a tuple, with the unknown dimensions as scalar
+    tensors on tensorflow, ints on torch and jax)."""
+    return shape_tensor(ops.shape(x), out_type)
+
+
+def shape_tensor(dims, dtype="int32"):
+    """A shape tuple (or one dimension) from keras.ops.shape -> an int tensor: the dimensions may be ints or,
+    on tensorflow, scalar tensors."""
+    if not isinstance(dims, (tuple, list)):
+        return ops.cast(dims, dtype)
+    return ops.stack([ops.cast(d, dtype) for d in dims]) if dims else ops.zeros((0,), dtype)
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class ShapeOp(keras.layers.Layer):
+    """A TFOpLambda node that consumes tf.shape(x) of a dimension unknown when the model is built (the batch axis):
+    tf.zeros(tf.shape(x)), tf.range(tf.shape(x)[0]), tf.scatter_nd(i, u, tf.shape(x)), ... `template` is the
+    keras.ops call's [positional arguments, keyword arguments] with every tensor replaced by {"__tensor__": i} and
+    every shape by {"__shape__": i, "index": [...]} (the shape of input i, indexed as the graph's slicing did:
+    shape_index), and arithmetic on dimensions by {"__shape_op__": op, "args": [...]} (shape_arith). The shape is
+    read in call() with keras.ops.shape, so jax and torch see ints and tensorflow the dynamic dimensions, and
+    `function` (a keras.ops or k2to3.portable name) gets it as a shape."""
+
+    def __init__(self, function: str, template: list, **kwargs):
+        super().__init__(**kwargs)
+        self.function = function
+        self.call_template = template
+
+    def _fill(self, value, tensors):
+        if isinstance(value, dict) and set(value) == {"__tensor__"}:
+            return tensors[value["__tensor__"]]
+        if isinstance(value, dict) and set(value) == {"__shape__", "index"}:
+            return shape_index(ops.shape(tensors[value["__shape__"]]), value["index"])
+        if isinstance(value, dict) and set(value) == {"__shape_op__", "args"}:
+            return shape_arith(value["__shape_op__"], *(self._fill(v, tensors) for v in value["args"]))
+        if isinstance(value, list):
+            return [self._fill(v, tensors) for v in value]
+        if isinstance(value, dict):
+            return {k: self._fill(v, tensors) for k, v in value.items()}
+        return value
+
+    def call(self, tensors):
+        fn = ops
+        parts = self.function.split(".")
+        if parts[0] == PACKAGE:
+            import k2to3.portable as fn
+
+            parts = parts[2:]
+        for part in parts:
+            fn = getattr(fn, part)
+        args, kwargs = self._fill(self.call_template, list(tensors))
+        return fn(*args, **kwargs)
+
+    def compute_output_spec(self, tensors):
+        # Keras 3 marks x * 2.0 sparse (a Python number counts as sparse in Multiply's spec); jax would then trace
+        # call() with a BCOO array, which reshape rejects. The inputs of a converted graph are dense.
+        return super().compute_output_spec([keras.KerasTensor(t.shape, t.dtype) for t in tensors])
+
+    def get_config(self):
+        return {**super().get_config(), "function": self.function, "template": self.call_template}
+
+
+def shape_arith(op, a, b):
+    """+, -, *, // of shape dimensions: ints, or on tensorflow scalar tensors (// floors in both, as TF's floordiv)."""
+    if op == "add":
+        return a + b
+    if op == "subtract":
+        return a - b
+    if op == "multiply":
+        return a * b
+    if op == "floor_divide":
+        return a // b
+    raise ValueError(f"shape arithmetic {op!r} is not supported")
+
+
+def shape_index(dims, index):
+    """A shape tuple indexed as ShapeOp's template says: a list of steps applied in turn, each an int or a slice
+    [start, stop, step] (the graph's SlicingOpLambda nodes on tf.shape)."""
+    out = tuple(dims)
+    for step in index:
+        out = out[slice(*step)] if isinstance(step, list) else out[step]
+    return out
+
+
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
     return ops.square(ops.subtract(x1, x2))

@@ -20,6 +20,94 @@ from .upgrade.names import unique
 CONSTANT = "_CONSTANT_VALUE"
 
 
+class SymShape:
+    """The output of a tf.shape node while the graph is rebuilt: the shape of `source`, indexed by the
+    SlicingOpLambda nodes after it (`index`: steps as portable.shape_index takes them). Keras 3 has no symbolic
+    shape tensor (keras.ops.shape is a tuple with None for the batch axis), so a consumer gets the dimensions as
+    ints when they are static, else becomes a k2to3>ShapeOp layer that reads them when the model runs."""
+
+    def __init__(self, source: Any, out_type: str, index: list[Any] | None = None):
+        self.source, self.out_type, self.index = source, out_type, list(index or [])
+
+    def value(self) -> Any:
+        from .portable import shape_index
+
+        return shape_index(tuple(self.source.shape), self.index)
+
+    def static(self) -> bool:
+        v = self.value()
+        return None not in (v if isinstance(v, tuple) else (v,))
+
+    def scalar(self) -> bool:
+        return bool(self.index) and isinstance(self.index[-1], int)
+
+    def template(self, tensors: list[Any]) -> dict[str, Any]:
+        tensors.append(self.source)
+        return {"__shape__": len(tensors) - 1, "index": self.index}
+
+    def sliced(self, index: tuple[Any, ...]) -> SymShape:
+        if len(index) != 1 or not isinstance(index[0], (int, slice)):
+            raise op_table.Untranslatable(f"tf.shape indexed with {index!r} (one int or slice is translated)")
+        i = index[0]
+        step = [i.start, i.stop, i.step] if isinstance(i, slice) else int(i)
+        return SymShape(self.source, self.out_type, [*self.index, step])
+
+
+class SymArith:
+    """Integer arithmetic on single dimensions (tf.shape(x)[0] * 2, b // 2, b + 1) kept symbolic like SymShape, so
+    tf.reshape(x, [b * heads, -1]) still gets ints (or the dynamic size on tensorflow) when the model runs."""
+
+    def __init__(self, op: str, operands: list[Any], out_type: str):
+        self.op, self.operands, self.out_type = op, operands, out_type
+
+    def value(self) -> Any:
+        from .portable import shape_arith
+
+        vals = [o.value() if isinstance(o, SYM) else o for o in self.operands]
+        return None if any(v is None for v in vals) else shape_arith(self.op, *vals)
+
+    def static(self) -> bool:
+        return self.value() is not None
+
+    def scalar(self) -> bool:
+        return True
+
+    def template(self, tensors: list[Any]) -> dict[str, Any]:
+        return {"__shape_op__": self.op, "args": [o.template(tensors) if isinstance(o, SYM) else o
+                                                  for o in self.operands]}
+
+    def sliced(self, index: tuple[Any, ...]) -> SymShape:
+        raise op_table.Untranslatable("an indexed arithmetic result of tf.shape is not translated")
+
+
+SYM = (SymShape, SymArith)
+ARITH = ("add", "subtract", "multiply", "floor_divide")  # keras.ops names the table maps +, -, *, // to
+
+
+def _walk(value: Any, fn: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return type(value)(_walk(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _walk(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+def _syms(value: Any) -> list[Any]:
+    found: list[Any] = []
+    _walk(value, lambda v: found.append(v) if isinstance(v, SYM) else None)
+    return found
+
+
+def _arith(name: str, kw: dict[str, Any]) -> Any:
+    """A SymArith for +, -, *, // of scalar shape dimensions and Python ints, else None."""
+    if name not in ARITH or set(kw) != {"x1", "x2"}:
+        return None
+    ops_ = [kw["x1"], kw["x2"]]
+    syms = [o for o in ops_ if isinstance(o, SYM)]
+    ints = all((isinstance(o, SYM) and o.scalar()) or (isinstance(o, int) and not isinstance(o, bool)) for o in ops_)
+    return SymArith(name, ops_, syms[0].out_type) if syms and ints else None
+
+
 class BuildError(K2to3Error):
     pass
 
@@ -126,6 +214,8 @@ class GraphBuilder:
         if spec.get("tf_only"):
             from .portable import TFOpLayer
 
+            first, kwargs = self.materialize([first, kwargs], spec)  # the TF call takes tf.shape's tensor
+
             tensors: list[Any] = []
             template = TFOpLayer.template([first, kwargs], tensors, keras.KerasTensor)
             layer = TFOpLayer(fn, template, name=self.node_name(spec))  # one layer per node: its own arguments
@@ -137,6 +227,15 @@ class GraphBuilder:
             self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
             return True
         try:
+            if fn == op_table.GETITEM and isinstance(first, SYM):
+                self.calls.setdefault(spec["name"], []).append([first.sliced(
+                    op_table.slice_index(kwargs["slice_spec"]))])
+                return True
+            if fn != op_table.GETITEM and op_table.lookup(fn).keras == op_table.SHAPE:
+                entry = op_table.lookup(fn)
+                out_type = op_table.translate(entry, first, kwargs)["out_type"]
+                self.calls.setdefault(spec["name"], []).append([SymShape(first, out_type)])
+                return True
             if fn == op_table.GETITEM:
                 flips, index = op_table.flips_for_negative_steps(op_table.slice_index(kwargs["slice_spec"]),
                                                                  len(first.shape))
@@ -156,7 +255,17 @@ class GraphBuilder:
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
+                arith = _arith(name, call_kwargs)
+                if arith is not None:  # shape arithmetic stays symbolic (a consumer reads it)
+                    self.calls.setdefault(spec["name"], []).append([arith])
+                    return True
                 positional, call_kwargs = op_table.call_arguments(entry, call_kwargs)
+                syms = _syms([positional, call_kwargs])
+                if syms and not all(sym.static() for sym in syms):
+                    return self.shape_op(spec, name, [positional, call_kwargs])
+                if syms:  # every dimension it reads is static: the call gets ints, as TF's constant folding did
+                    positional, call_kwargs = _walk([positional, call_kwargs],
+                                                    lambda v: v.value() if isinstance(v, SYM) else v)
                 out = target(*positional, **call_kwargs)
         except op_table.Untranslatable as exc:
             raise NotPortable(f"layer '{spec['orig_name']}': {exc}") from None
@@ -166,6 +275,49 @@ class GraphBuilder:
         self.name_operations(spec, keras.tree.flatten(out), [first, kwargs])
         self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
         return True
+
+    def shape_op(self, spec: dict[str, Any], function: str, call: list[Any]) -> bool:
+        """A consumer of a shape with a dimension unknown until the model runs: a k2to3>ShapeOp layer that reads
+        the shapes with keras.ops.shape in its call and passes them to `function`."""
+        from .portable import ShapeOp
+
+        tensors: list[Any] = []
+
+        def slot(v: Any) -> Any:
+            if isinstance(v, SYM):
+                return v.template(tensors)
+            if isinstance(v, keras.KerasTensor):
+                tensors.append(v)
+                return {"__tensor__": len(tensors) - 1}
+            if isinstance(v, np.ndarray):  # a constant tf_keras stored as a nested list
+                return v.tolist()
+            return v
+
+        template = _walk(call, slot)
+        layer = ShapeOp(function, template, name=self.node_name(spec))
+        out = layer(tensors)
+        self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
+        return True
+
+    def materialize(self, value: Any, spec: dict[str, Any]) -> Any:
+        """SymShapes that reach a layer or the model's outputs -> the int tensor tf.shape gave."""
+        if not _syms(value):
+            return value
+
+        def one(v: Any) -> Any:
+            if not isinstance(v, SYM):
+                return v
+            if v.static():
+                return keras.ops.convert_to_tensor(v.value(), v.out_type)
+            from .portable import ShapeOp
+
+            name = unique(f"{spec['name']}_shape", self.taken)
+            self.taken.add(name)
+            tensors: list[Any] = []
+            layer = ShapeOp("k2to3.portable.shape_tensor", [[v.template(tensors)], {"dtype": v.out_type}], name=name)
+            return layer(tensors)
+
+        return _walk(value, one)
 
     def node_name(self, spec: dict[str, Any]) -> str:
         """The op node's name: the layer's (planned, see upgrade/names.py) for its first call, then unused
@@ -214,6 +366,7 @@ class GraphBuilder:
         ok, kwargs = self.resolve(kwargs)
         if not ok:
             return False
+        inputs, kwargs = self.materialize([inputs, kwargs], spec)
         kwargs.pop("training", None)  # the converted model is called in inference mode by default
         layer = self.layers[spec["name"]]
         cls = spec["class_name"]
@@ -267,11 +420,12 @@ class GraphBuilder:
         ins = [self.resolve_ref(r)[1] for r in spec["inputs"]]
         outs_spec = spec["outputs"]
         if _is_ref(outs_spec):
-            outs: Any = self.resolve_ref(outs_spec)[1]
+            outs: Any = self.materialize(self.resolve_ref(outs_spec)[1], {"name": spec["name"]})
         else:
             ok, outs = self.resolve([r[:3] if _is_ref(r) else r for r in outs_spec])
             if not ok:
                 raise BuildError(f"model '{spec['orig_name']}': outputs cannot be resolved")
+            outs = self.materialize(outs, {"name": spec["name"]})
             if isinstance(outs, list) and len(outs) == 1:
                 outs = outs[0]
         return keras.Model(ins[0] if len(ins) == 1 else ins, outs, name=spec["name"])

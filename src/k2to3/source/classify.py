@@ -23,8 +23,8 @@ BACKEND_TF1 = {"function", "gradients", "get_session", "set_session", "placehold
 TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "distribute.", "debugging.",
               "test.", "estimator.", "lite.", "profiler.", "sysconfig.", "version", "function", "print",
               "Variable", "TensorSpec", "GradientTape", "device", "name_scope", "autograph.", "experimental.",
-              "random.set_seed", "get_logger", "constant", "convert_to_tensor", "shape", "TensorShape",
-              "is_tensor", "executing_eagerly", "identity", "py_function", "numpy_function")
+              "random.set_seed", "get_logger", "constant", "convert_to_tensor", "shape", "compat.v1.shape",
+              "TensorShape", "is_tensor", "executing_eagerly", "identity", "py_function", "numpy_function")
 # Keras 2's Layer.add_weight positional order; Keras 3's starts (shape, initializer, dtype, trainable, ...).
 ADD_WEIGHT_KERAS2 = ("name", "shape", "dtype", "initializer", "regularizer", "trainable", "constraint")
 # Transforms that need the argument's value, not just its expression.

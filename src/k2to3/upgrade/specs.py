@@ -125,6 +125,9 @@ def op_spec(up: Upgrader, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict
             break
     else:
         entry = None if fn == ops_mod.GETITEM else ops_mod.lookup(fn)
-        up.note(code, "info", f"tf.{fn} -> keras.ops.{entry.keras if entry else '__getitem__'}"
+        if entry is not None and entry.keras == ops_mod.SHAPE:
+            up.plan.needs_portable = True  # a consumer of a batch-dependent shape becomes a k2to3>ShapeOp layer
+        target = entry.keras if entry else "__getitem__"
+        up.note(code, "info", f"tf.{fn} -> {target if target.startswith('k2to3.') else 'keras.ops.' + target}"
                 + (f" ({entry.safety})" if entry and entry.safety != "safe" else ""), orig)
     return spec
