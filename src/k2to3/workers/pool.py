@@ -213,8 +213,12 @@ class Pool:
     another."""
 
     def __init__(self, backends: tuple[str, ...] = KINDS, golden: bool = True, log_dir: Path | None = None,
-                 max_memory: int | None = None):
+                 max_memory: int | None = None, one_shot: bool = False):
         self.backends = backends
+        # Serves one model (a `convert` or `verify` without a warm pool): when backends run one at a time on
+        # too few cores, a finished worker is shut down before the next starts. A warm pool (audit --verify,
+        # batch) keeps them for the next model instead of importing TensorFlow again.
+        self.one_shot = one_shot
         self.golden = golden
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="k2to3-logs-"))
         self.workers: dict[str, Worker] = {}
@@ -305,8 +309,8 @@ class Pool:
         given; one that does not fit waits for a running role to finish, and idle workers that no job of this
         run needs are shut down first. With nothing running, the next role starts whatever its estimate: the
         budget orders work, it never blocks it (`over_budget` in the schedule says so). When roles run one at
-        a time (cores or budget), the idle workers this run no longer needs are shut down before each starts:
-        one backend process resident at a time."""
+        a time because of the budget, or of the cores in a one-shot pool, the idle workers this run no longer
+        needs are shut down before each starts: one backend process resident at a time."""
         futs = {r: [Future() for _ in js] for r, js in jobs.items()}
         pending = [r for r in jobs if jobs[r]]
         running: set[str] = set()
@@ -343,7 +347,7 @@ class Pool:
                         continue
                     cond.wait()
                     continue
-                if not running and (self.max_parallel == 1 or not self.fits([role], weight_bytes)):
+                if not running and ((self.one_shot and self.max_parallel == 1) or not self.fits([role], weight_bytes)):
                     # one at a time (cores or budget): one resident worker, as the naive recipe
                     for r in [r for r in self.workers if r not in pending]:
                         self.release(r)
