@@ -110,3 +110,20 @@ def test_max_parallel_follows_cores(monkeypatch):
         assert Pool(max_memory=64 * 1024 * MB).max_parallel == expect
     monkeypatch.setenv("K2TO3_CORES", "lots")  # ignored: the machine's own cores
     assert Pool().cores >= 1
+
+
+def test_one_at_a_time_keeps_one_worker_resident_only_in_a_one_shot_pool(monkeypatch):
+    """Serialised by the cores, a warm pool keeps its workers for the next model; a one-shot pool (convert's
+    own) shuts each finished one down before the next starts, so one backend process is resident at a time."""
+    monkeypatch.setenv("K2TO3_CORES", "2")
+    with Pool(max_memory=64 * 1024 * MB) as pool:
+        jobs = {r: [lambda w: w.proc.pid] for r in ("tensorflow", "torch", "jax")}
+        done = pool.run(jobs, 0)
+        pids = {r: f[0].result() for r, f in done.items()}
+        assert pool.workers.keys() == pids.keys()  # warm: all three still there
+        assert all(w.proc.poll() is None for w in pool.workers.values())
+        pool.one_shot = True
+        done = pool.run(jobs, 0)
+        assert {r: f[0].result() for r, f in done.items()} == pids  # the same warm processes served it
+        assert list(pool.workers) == ["jax"]  # tensorflow and torch were shut down when their turn ended
+        assert pool.schedule and all(not e["concurrent"] for e in pool.schedule)
