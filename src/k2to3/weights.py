@@ -202,7 +202,8 @@ class Restorer:
 
     def _run(self, model: Any, f: Any) -> Ledger:
         # Each tensor is read from the open file when its variable is assigned, and dropped after: holding all
-        # of them until the end would keep a second copy of the weights beside the variables.
+        # of them until the end would keep a second copy of the weights beside the variables. This first pass
+        # reads each one only to check it for NaN/Inf, in file order (the ledger's order).
         values = _FileValues(f)
         for entries in self.artifact.weights.values():
             for e in entries:
