@@ -270,8 +270,9 @@ class Pool:
     # -- workers -----------------------------------------------------------------------------------------
     def start(self, weight_bytes: int = 0) -> None:
         """Start the tensorflow worker, and the others now too (their imports overlap the build) when all of
-        them can run side by side within the budget and the cores; else `run` starts them when their turn
-        comes."""
+        them can run side by side within the budget and the cores; else only the next one, when its idle
+        resident set fits the budget beside the build (`prestart`), and `run` starts each of the others
+        while the one before it runs."""
         roles = self.roles()
         for st in self.stats.values():  # the report's peaks are this job's (a warm pool serves many)
             st.pop("peak_rss_mb", None)
@@ -279,6 +280,21 @@ class Pool:
         if len(roles) <= self.max_parallel and self.fits(roles, weight_bytes):
             for role in roles:
                 self.get(role)
+        elif len(roles) > 1:
+            self.prestart(roles[1], weight_bytes, {"tensorflow"})
+
+    def prestart(self, role: str, weight_bytes: int, running: set[str]) -> None:
+        """Start `role`'s worker before its turn when its idle resident set fits beside the running ones: its
+        imports (at a lower priority) overlap their work instead of delaying its own."""
+        if role in self.workers and self.workers[role].proc.poll() is None:
+            return
+        if self.max_memory is not None:
+            total = memory.rss_bytes() + sum(self.job_bytes(r, weight_bytes) for r in running)
+            total += sum(self.idle_bytes(r) for r, w in self.workers.items()
+                         if r not in running and w.proc.poll() is None)
+            if total + self.idle_bytes(role) > self.max_memory:
+                return
+        self.get(role)
 
     def get(self, role: str) -> Worker:
         w = self.workers.get(role)
@@ -360,6 +376,8 @@ class Pool:
                 t = threading.Thread(target=serve, args=(role, entry), daemon=True)
                 threads.append(t)
                 t.start()
+                if pending and len(running) >= self.max_parallel:
+                    self.prestart(pending[0], weight_bytes, running)
         for t in threads:
             t.join()
         return futs
