@@ -33,9 +33,9 @@ DEFAULT_BUDGET_SHARE = 0.8
 # Compute threads of each role's worker: the tensorflow worker is the critical path (build, golden, verify).
 THREADS = {"tensorflow": 2, "torch": 1, "jax": 1}
 # Cores one backend's verification keeps busy: its compute threads plus the runtime's own (TensorFlow's
-# inter-op pool, XLA compiling, Python). On 2 cores, verifying side by side was no faster than one after
-# another and held twice the memory (docs/convert.md "Memory budget"), so backends run side by side only
-# while every running one has this many cores.
+# inter-op pool, XLA compiling, Python). On 2 cores, verifying side by side held 1.6-2.3x the memory of one
+# after another and was not reliably faster (docs/convert.md "Memory budget"), so backends run side by side
+# only while every running one has this many cores.
 CORES_PER_ROLE = 2
 
 
@@ -326,7 +326,8 @@ class Pool:
         run needs are shut down first. With nothing running, the next role starts whatever its estimate: the
         budget orders work, it never blocks it (`over_budget` in the schedule says so). When roles run one at
         a time because of the budget, or of the cores in a one-shot pool, the idle workers this run no longer
-        needs are shut down before each starts: one backend process resident at a time."""
+        needs are shut down before each starts; while one runs, the next one's worker is started early when
+        its idle resident set fits the budget (`prestart`)."""
         futs = {r: [Future() for _ in js] for r, js in jobs.items()}
         pending = [r for r in jobs if jobs[r]]
         running: set[str] = set()
