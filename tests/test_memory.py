@@ -22,7 +22,8 @@ def _convert(tmp_path, name: str, *extra: str) -> dict:
     return json.loads(r.stdout)
 
 
-def test_tiny_budget_runs_verifications_one_after_another(tmp_path):
+def test_tiny_budget_runs_verifications_one_after_another(tmp_path, monkeypatch):
+    monkeypatch.setenv("K2TO3_CORES", "8")  # cores for all three side by side, whatever this machine has
     wide = _convert(tmp_path, "wide", "--max-memory", "64G")
     tight = _convert(tmp_path, "tight", "--max-memory", "1M")
     for rep in (wide, tight):
@@ -34,6 +35,7 @@ def test_tiny_budget_runs_verifications_one_after_another(tmp_path):
         assert mem["parent_peak_rss_mb"] > 0
         assert mem["budget_source"] == "--max-memory"
     assert wide["memory"]["budget_mb"] == 64 * 1024 and tight["memory"]["budget_mb"] == 1.0
+    assert wide["memory"]["cores"] == 8 and wide["memory"]["max_parallel"] == 4
     # 64G: torch and jax verify while the tensorflow worker computes the golden
     assert not wide["memory"]["sequential"]
     assert any(e["concurrent"] for e in wide["memory"]["schedule"])
@@ -84,3 +86,44 @@ def test_estimates_and_fit_without_workers():
     assert Pool(max_memory=64 * 1024 * MB).fits(["tensorflow", "torch", "jax"], weights)
     default = Pool()
     assert default.max_memory is None or default.max_memory > 0
+
+
+def test_two_cores_verify_one_backend_at_a_time_whatever_the_budget(tmp_path, monkeypatch):
+    """On 2 cores side by side was no faster and held twice the memory: the default schedule is bounded by
+    cores as well as by the budget (a budget everything fits changes nothing), with the same result."""
+    monkeypatch.setenv("K2TO3_CORES", "2")
+    rep = _convert(tmp_path, "two", "--max-memory", "64G")
+    mem = rep["memory"]
+    assert mem["cores"] == 2 and mem["max_parallel"] == 1
+    assert mem["sequential"]
+    sched = mem["schedule"]
+    assert [e["role"] for e in sched] == ["tensorflow", "torch", "jax"]
+    assert not any(e["over_budget"] for e in sched)  # the cores serialised them, not the budget
+    for before, after in pairwise(sched):
+        assert after["start_s"] >= before["end_s"]
+    assert rep["verdict"] == "parity" and rep["weight_hashes_agree"]
+
+
+def test_max_parallel_follows_cores(monkeypatch):
+    for cores, expect in (("1", 1), ("2", 1), ("3", 1), ("4", 2), ("6", 3), ("64", 32)):
+        monkeypatch.setenv("K2TO3_CORES", cores)
+        assert Pool(max_memory=64 * 1024 * MB).max_parallel == expect
+    monkeypatch.setenv("K2TO3_CORES", "lots")  # ignored: the machine's own cores
+    assert Pool().cores >= 1
+
+
+def test_one_at_a_time_keeps_one_worker_resident_only_in_a_one_shot_pool(monkeypatch):
+    """Serialised by the cores, a warm pool keeps its workers for the next model; a one-shot pool (convert's
+    own) shuts each finished one down before the next starts, so one backend process is resident at a time."""
+    monkeypatch.setenv("K2TO3_CORES", "2")
+    with Pool(max_memory=64 * 1024 * MB) as pool:
+        jobs = {r: [lambda w: w.proc.pid] for r in ("tensorflow", "torch", "jax")}
+        done = pool.run(jobs, 0)
+        pids = {r: f[0].result() for r, f in done.items()}
+        assert pool.workers.keys() == pids.keys()  # warm: all three still there
+        assert all(w.proc.poll() is None for w in pool.workers.values())
+        pool.one_shot = True
+        done = pool.run(jobs, 0)
+        assert {r: f[0].result() for r, f in done.items()} == pids  # the same warm processes served it
+        assert list(pool.workers) == ["jax"]  # tensorflow and torch were shut down when their turn ended
+        assert pool.schedule and all(not e["concurrent"] for e in pool.schedule)

@@ -211,7 +211,7 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
 
     def get_pool() -> Pool:
         if pools["pool"] is None:
-            pools["pool"] = Pool(opts.backends, golden=opts.golden, max_memory=opts.max_memory)
+            pools["pool"] = Pool(opts.backends, golden=opts.golden, max_memory=opts.max_memory, one_shot=True)
         elif set(opts.backends) - set(pools["pool"].backends):
             raise InputError(f"the worker pool serves {pools['pool'].backends}, not {opts.backends}")
         return pools["pool"]

@@ -94,7 +94,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
     work = Path(tempfile.mkdtemp(prefix="k2to3-verify-"))
     try:
         if pool is None:
-            pool = Pool(opts.backends, golden=golden is None, max_memory=opts.max_memory)
+            pool = Pool(opts.backends, golden=golden is None, max_memory=opts.max_memory, one_shot=True)
         elif set(opts.backends) - set(pool.backends):
             raise InputError(f"the worker pool serves {pool.backends}, not {opts.backends}")
         job = Job(copts, progress, pool, work=work, keras=opts.keras)

@@ -9,6 +9,7 @@ layers and variables are used through their Keras 3 attributes.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -53,6 +54,20 @@ def legacy_weights(layer: Any) -> list[Any]:
 
 def _is_model(layer: Any) -> bool:
     return hasattr(layer, "layers") and hasattr(layer, "inputs")
+
+
+class _FileValues(dict):
+    """dataset path -> array: what was put in (converted layouts) or else read from the open file on each
+    access (never kept)."""
+
+    def __init__(self, f: Any):
+        super().__init__()
+        self.f = f
+
+    def __missing__(self, key: str) -> np.ndarray:
+        from .h5safe import read_dataset
+
+        return read_dataset(self.f, key)
 
 
 class Restorer:
@@ -197,18 +212,25 @@ class Restorer:
                 self.leaf(sub, es, values, f"{where}/{owner}")
 
     def run(self, model: Any) -> Ledger:
-        from .h5safe import open_checked, read_dataset
+        from .h5safe import open_checked
 
-        values: dict[str, np.ndarray] = {}
         f = open_checked(self.artifact.path)  # the file is re-checked: it may have changed since it was read
         try:
-            for entries in self.artifact.weights.values():
-                for e in entries:
-                    values[e.h5path] = read_dataset(f, e.h5path)
-                    if values[e.h5path].dtype.kind == "f" and not np.isfinite(values[e.h5path]).all():
-                        self.ledger.nonfinite.append(e.h5path)
+            return self._run(model, f)
         finally:
             f.close()
+
+    def _run(self, model: Any, f: Any) -> Ledger:
+        # Each tensor is read from the open file when its variable is assigned, and dropped after: holding all
+        # of them until the end would keep a second copy of the weights beside the variables. This first pass
+        # reads each one only to check it for NaN/Inf, in file order (the ledger's order).
+        values = _FileValues(f)
+        for entries in self.artifact.weights.values():
+            for e in entries:
+                v = values[e.h5path]
+                if v.dtype.kind == "f" and not np.isfinite(v).all():
+                    self.ledger.nonfinite.append(e.h5path)
+                del v
         self.ledger.tensors_expected = self.artifact.n_tensors
         self.ledger.params_expected = self.artifact.n_params
         for orig, target in self.transforms.items():  # layouts Keras 2's loader converted (upgrade/cudnn.py)
@@ -247,11 +269,15 @@ def restore(model: Any, artifact: LegacyArtifact, renames: dict[str, str],
     return ledger
 
 
-def weight_hash(arrays: list[np.ndarray]) -> str:
-    """sha256 over float32 little-endian bytes, in order (shapes included so reshapes differ)."""
+def weight_hash(arrays: Iterable[np.ndarray]) -> str:
+    """sha256 over float32 little-endian bytes, in order (shapes included so reshapes differ).
+
+    `arrays` may be a generator: each array is hashed and dropped before the next is made, so hashing a
+    model's weights holds one variable's copy at a time, not a copy of all of them. The buffer is hashed
+    in place (no `tobytes` copy) when it already is contiguous little-endian float32."""
     h = hashlib.sha256()
     for a in arrays:
         a = np.asarray(a)
         h.update(str(a.shape).encode())
-        h.update(np.ascontiguousarray(a, dtype="<f4").tobytes())
+        h.update(np.ascontiguousarray(a, dtype="<f4").reshape(-1).view(np.uint8))
     return h.hexdigest()

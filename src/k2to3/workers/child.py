@@ -74,6 +74,13 @@ def _forward(keras: Any, model: Any, xs: list[np.ndarray]) -> Any:
         ntv = [v.value for v in model.non_trainable_variables]
         fn = jax.jit(lambda tv, ntv, x: model.stateless_call(tv, ntv, x, training=False)[0])
         return fn(tv, ntv, _model_input(xs))
+    if keras.backend.backend() == "torch":
+        import torch
+
+        # As model.predict does: without it autograd keeps every layer's saved tensors for a backward pass
+        # that never comes (+540 MB on a ResNet50 at batch 2); the computed values are the same.
+        with torch.no_grad():
+            return model(_model_input(xs), training=False)
     return model(_model_input(xs), training=False)
 
 
@@ -168,12 +175,14 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         from .optstate import migrate
 
         optimizer = migrate(keras, model, artifact, pairs)
-    model.save(req["out"])
+    with _weights_on_disk(req["out"]):
+        model.save(req["out"])
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
                     "dtype": str(t.dtype)} for t in model.inputs],
         "ledger": ledger.to_dict(),
-        "weight_hash": weight_hash([np.asarray(w.numpy()) for w in model.weights]),
+        # a generator: one variable's numpy copy at a time, not a second copy of the whole model
+        "weight_hash": weight_hash(np.asarray(w.numpy()) for w in model.weights),
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
@@ -251,23 +260,43 @@ def _constant_initializers(keras: Any):
             setattr(rnd, n, f)
 
 
+@contextmanager
+def _weights_on_disk(path: str):
+    """Save or load `path` (.keras) with its weights file on disk beside it, never whole in memory. Keras
+    picks the in-memory path whenever the weights fit half the available memory (1 GB assumed without
+    psutil): a save then holds the h5 in a BytesIO and a copy of it for the zip, a load the whole member
+    read into memory, one to two extra copies of the weights at the peak. Its other path (a temporary h5
+    beside the .keras) writes and reads the same bytes; used only where that directory is writable, since
+    keras's fallback then reads from the zip on the fly."""
+    from keras.src.saving import saving_lib
+
+    saved = saving_lib.is_memory_sufficient
+    if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+        saving_lib.is_memory_sufficient = lambda model: False
+    try:
+        yield
+    finally:
+        saving_lib.is_memory_sufficient = saved
+
+
 def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
     """(keras, the .keras loaded with safe_mode=True, load seconds), the generated modules imported first."""
     keras = _k3()
     _import_modules(req)
     t0 = time.perf_counter()
-    with _constant_initializers(keras):
+    with _constant_initializers(keras), _weights_on_disk(req["keras"]):
         model = keras.saving.load_model(req["keras"], safe_mode=True)
     return keras, model, time.perf_counter() - t0
 
 
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     keras, model, t_load = load_keras(req)
-    weights = [np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights]
+    # Generators: one variable's numpy copy at a time, not a second copy of the whole model.
+    total = weight_hash(np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights)
     per_layer = {}
     for layer in model.layers:
         if layer.weights:
-            per_layer[layer.name] = weight_hash([np.asarray(keras.ops.convert_to_numpy(w)) for w in layer.weights])
+            per_layer[layer.name] = weight_hash(np.asarray(keras.ops.convert_to_numpy(w)) for w in layer.weights)
     xs = _load_inputs(req["inputs"])
     t1 = time.perf_counter()
     outs = _flat_numpy(keras, _forward(keras, model, xs))
@@ -278,7 +307,7 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
         "keras_version": keras.__version__,
         "params_trainable": int(sum(int(np.prod(w.shape)) for w in model.trainable_weights)),
         "params_non_trainable": int(sum(int(np.prod(w.shape)) for w in model.non_trainable_weights)),
-        "weight_hash": weight_hash(weights),
+        "weight_hash": total,
         "layer_hashes": per_layer,
         "n_outputs": len(outs),
         "load_seconds": t_load,

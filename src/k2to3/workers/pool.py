@@ -30,6 +30,24 @@ JOB_FACTOR = {"tensorflow": 4.0, "torch": 3.0, "jax": 3.0}
 JOB_MIN_MB = 150.0
 # Keep this share of MemAvailable for everything else on the machine when no --max-memory is given.
 DEFAULT_BUDGET_SHARE = 0.8
+# Compute threads of each role's worker: the tensorflow worker is the critical path (build, golden, verify).
+THREADS = {"tensorflow": 2, "torch": 1, "jax": 1}
+# Cores one backend's verification keeps busy: its compute threads plus the runtime's own (TensorFlow's
+# inter-op pool, XLA compiling, Python). On 2 cores, verifying side by side held 1.6-2.3x the memory of one
+# after another and was not reliably faster (docs/convert.md "Memory budget"), so backends run side by side
+# only while every running one has this many cores.
+CORES_PER_ROLE = 2
+
+
+def cores() -> int:
+    """CPU cores this process may use (K2TO3_CORES overrides: the scheduler's assumption, e.g. to compare)."""
+    env = os.environ.get("K2TO3_CORES", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class WorkerError(RuntimeError):
@@ -189,12 +207,18 @@ class Pool:
 
     Memory budget (`max_memory`, bytes): every worker process holds its backend's libraries and its own copy
     of the model, so running the backends side by side costs the sum of their peaks. `run` starts a
-    backend's jobs only while the estimated peaks of what is resident fit the budget; otherwise it waits for
-    the running ones, and shuts down idle workers this run no longer needs before starting another."""
+    backend's jobs only while the estimated peaks of what is resident fit the budget, and only while each
+    running backend has CORES_PER_ROLE cores (`cores`: sched_getaffinity, K2TO3_CORES overrides); otherwise
+    it waits for the running ones, and shuts down idle workers this run no longer needs before starting
+    another."""
 
     def __init__(self, backends: tuple[str, ...] = KINDS, golden: bool = True, log_dir: Path | None = None,
-                 max_memory: int | None = None):
+                 max_memory: int | None = None, one_shot: bool = False):
         self.backends = backends
+        # Serves one model (a `convert` or `verify` without a warm pool): when backends run one at a time on
+        # too few cores, a finished worker is shut down before the next starts. A warm pool (audit --verify,
+        # batch) keeps them for the next model instead of importing TensorFlow again.
+        self.one_shot = one_shot
         self.golden = golden
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="k2to3-logs-"))
         self.workers: dict[str, Worker] = {}
@@ -206,6 +230,7 @@ class Pool:
         self.stats: dict[str, dict[str, float]] = {}  # role -> memory figures (MB), kept across restarts
         self._factor: dict[str, float] = {}  # role -> learned job bytes per weight byte
         self.schedule: list[dict[str, Any]] = []  # the last run(): when each role's jobs started and ended
+        self.cores = cores()
 
     def roles(self) -> list[str]:
         return ["tensorflow", *(b for b in self.backends if b != "tensorflow")]
@@ -237,17 +262,39 @@ class Pool:
         total += sum(self.idle_bytes(r) for r, w in self.workers.items() if r not in busy and w.proc.poll() is None)
         return total <= self.max_memory
 
+    @property
+    def max_parallel(self) -> int:
+        """How many backends may verify side by side on this machine's cores (the budget may allow fewer)."""
+        return max(1, self.cores // CORES_PER_ROLE)
+
     # -- workers -----------------------------------------------------------------------------------------
     def start(self, weight_bytes: int = 0) -> None:
         """Start the tensorflow worker, and the others now too (their imports overlap the build) when all of
-        them can run side by side within the budget; else `run` starts them when their turn comes."""
+        them can run side by side within the budget and the cores; else only the next one, when its idle
+        resident set fits the budget beside the build (`prestart`), and `run` starts each of the others
+        while the one before it runs."""
         roles = self.roles()
         for st in self.stats.values():  # the report's peaks are this job's (a warm pool serves many)
             st.pop("peak_rss_mb", None)
         self.get("tensorflow")
-        if self.fits(roles, weight_bytes):
+        if len(roles) <= self.max_parallel and self.fits(roles, weight_bytes):
             for role in roles:
                 self.get(role)
+        elif len(roles) > 1:
+            self.prestart(roles[1], weight_bytes, {"tensorflow"})
+
+    def prestart(self, role: str, weight_bytes: int, running: set[str]) -> None:
+        """Start `role`'s worker before its turn when its idle resident set fits beside the running ones: its
+        imports (at a lower priority) overlap their work instead of delaying its own."""
+        if role in self.workers and self.workers[role].proc.poll() is None:
+            return
+        if self.max_memory is not None:
+            total = memory.rss_bytes() + sum(self.job_bytes(r, weight_bytes) for r in running)
+            total += sum(self.idle_bytes(r) for r, w in self.workers.items()
+                         if r not in running and w.proc.poll() is None)
+            if total + self.idle_bytes(role) > self.max_memory:
+                return
+        self.get(role)
 
     def get(self, role: str) -> Worker:
         w = self.workers.get(role)
@@ -258,7 +305,7 @@ class Pool:
             # The tensorflow worker is the critical path (build, golden, verify in turn): two threads.
             # torch and jax wait for the built file anyway: a lower priority lets the tensorflow
             # worker's imports and build finish first on a small machine.
-            w = Worker(role, self.log_dir, threads=2 if role == "tensorflow" else 1,
+            w = Worker(role, self.log_dir, threads=THREADS[role],
                        legacy=role == "tensorflow" and self.golden, nice=0 if role == "tensorflow" else 10,
                        stats=self.stats.setdefault(role, {}))
             self.workers[role] = w
@@ -271,12 +318,16 @@ class Pool:
             w.close()
 
     def run(self, jobs: dict[str, list[Job]], weight_bytes: int) -> dict[str, list[Future]]:
-        """Run each role's jobs in order on its worker; roles side by side while the budget allows.
+        """Run each role's jobs in order on its worker; roles side by side while the budget and the cores
+        (`max_parallel`) allow.
 
         Returns a future per job (a job's exception is set on its future). Roles are admitted in the order
         given; one that does not fit waits for a running role to finish, and idle workers that no job of this
         run needs are shut down first. With nothing running, the next role starts whatever its estimate: the
-        budget orders work, it never blocks it (`over_budget` in the schedule says so)."""
+        budget orders work, it never blocks it (`over_budget` in the schedule says so). When roles run one at
+        a time because of the budget, or of the cores in a one-shot pool, the idle workers this run no longer
+        needs are shut down before each starts; while one runs, the next one's worker is started early when
+        its idle resident set fits the budget (`prestart`)."""
         futs = {r: [Future() for _ in js] for r, js in jobs.items()}
         pending = [r for r in jobs if jobs[r]]
         running: set[str] = set()
@@ -303,6 +354,9 @@ class Pool:
         with cond:
             while pending:
                 role = pending[0]
+                if running and len(running) >= self.max_parallel:
+                    cond.wait()
+                    continue
                 if running and not self.fits([role], weight_bytes, running):
                     idle = [r for r in self.workers if r not in running and r not in pending]
                     if idle:
@@ -310,7 +364,8 @@ class Pool:
                         continue
                     cond.wait()
                     continue
-                if not running and not self.fits([role], weight_bytes):
+                if not running and ((self.one_shot and self.max_parallel == 1) or not self.fits([role], weight_bytes)):
+                    # one at a time (cores or budget): one resident worker, as the naive recipe
                     for r in [r for r in self.workers if r not in pending]:
                         self.release(r)
                 pending.pop(0)
@@ -322,6 +377,8 @@ class Pool:
                 t = threading.Thread(target=serve, args=(role, entry), daemon=True)
                 threads.append(t)
                 t.start()
+                if pending and len(running) >= self.max_parallel:
+                    self.prestart(pending[0], weight_bytes, running)
         for t in threads:
             t.join()
         return futs
@@ -338,6 +395,8 @@ class Pool:
             "estimated_parallel_peak_mb": round(parallel / mb, 1),
             "schedule": [dict(e) for e in self.schedule],
             "sequential": all(not e["concurrent"] for e in self.schedule),
+            "cores": self.cores,
+            "max_parallel": self.max_parallel,
             "workers": {r: {k: self.stats[r][k] for k in ("peak_rss_mb", "idle_rss_mb") if k in self.stats[r]}
                         for r in roles},
             "parent_peak_rss_mb": round(memory.peak_rss_bytes() / mb, 1),
