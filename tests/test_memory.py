@@ -105,9 +105,10 @@ def test_two_cores_verify_one_backend_at_a_time_whatever_the_budget(tmp_path, mo
 
 
 def test_max_parallel_follows_cores(monkeypatch):
-    for cores, expect in (("1", 1), ("2", 1), ("3", 1), ("4", 2), ("6", 3), ("64", 32)):
+    for cores, one_shot, warm in (("1", 1, 1), ("2", 1, 2), ("3", 1, 3), ("4", 2, 4), ("6", 3, 6), ("64", 32, 64)):
         monkeypatch.setenv("K2TO3_CORES", cores)
-        assert Pool(max_memory=64 * 1024 * MB).max_parallel == expect
+        assert Pool(max_memory=64 * 1024 * MB, one_shot=True).max_parallel == one_shot  # convert's own pool
+        assert Pool(max_memory=64 * 1024 * MB).max_parallel == warm  # a warm pool: one backend per core
     monkeypatch.setenv("K2TO3_CORES", "lots")  # ignored: the machine's own cores
     assert Pool().cores >= 1
 
@@ -115,7 +116,7 @@ def test_max_parallel_follows_cores(monkeypatch):
 def test_one_at_a_time_keeps_one_worker_resident_only_in_a_one_shot_pool(monkeypatch):
     """Serialised by the cores, a warm pool keeps its workers for the next model; a one-shot pool (convert's
     own) shuts each finished one down before the next starts, so one backend process is resident at a time."""
-    monkeypatch.setenv("K2TO3_CORES", "2")
+    monkeypatch.setenv("K2TO3_CORES", "1")  # one core: both kinds of pool run one backend at a time
     with Pool(max_memory=64 * 1024 * MB) as pool:
         jobs = {r: [lambda w: w.proc.pid] for r in ("tensorflow", "torch", "jax")}
         done = pool.run(jobs, 0)
