@@ -270,13 +270,14 @@ def _weights_on_disk(path: str):
     keras's fallback then reads from the zip on the fly."""
     from keras.src.saving import saving_lib
 
-    saved = saving_lib.is_memory_sufficient
-    if os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+    saved = getattr(saving_lib, "is_memory_sufficient", None)  # a private hook: absent in another Keras, no-op
+    if saved is not None and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
         saving_lib.is_memory_sufficient = lambda model: False
     try:
         yield
     finally:
-        saving_lib.is_memory_sufficient = saved
+        if saved is not None:
+            saving_lib.is_memory_sufficient = saved
 
 
 def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
