@@ -32,15 +32,12 @@ JOB_MIN_MB = 150.0
 DEFAULT_BUDGET_SHARE = 0.8
 # Compute threads of each role's worker: the tensorflow worker is the critical path (build, golden, verify).
 THREADS = {"tensorflow": 2, "torch": 1, "jax": 1}
-# Cores one backend's verification keeps busy: its compute threads plus the runtime's own (TensorFlow's
-# inter-op pool, XLA compiling, Python). On 2 cores, verifying side by side held 1.6-2.3x the memory of one
-# after another and was not reliably faster (docs/convert.md "Memory budget"), so backends run side by side
-# only while every running one has this many cores, in a pool that serves one model (convert, verify).
-CORES_PER_ROLE = 2
-# A warm pool (audit --verify, batch, the tests) serves many models, mostly small, where throughput is what counts:
-# one backend per core. Six warm conversions of small fixtures on 2 cores: 7.2 s one at a time, 4.8 s two side by
-# side, 5.2 s all three (quiet machine, same script).
-WARM_CORES_PER_ROLE = 1
+# Backends verify side by side while the budget allows and at most one per core. Measured on 2 cores, quiet
+# machine (bench/convert.py, ResNet50 against the naive recipe): one at a time 0.61x wall / 1.27x peak memory,
+# two side by side 0.47x / 1.78x, all three 0.39x / 1.86x; six warm conversions of small fixtures 7.2 s / 4.8 s /
+# 5.2 s. Under other tenants' load side by side gained less (docs/convert.md "Memory budget"); --max-memory
+# trades the wall time back for memory.
+CORES_PER_ROLE = 1
 
 
 def cores() -> int:
@@ -212,8 +209,7 @@ class Pool:
     Memory budget (`max_memory`, bytes): every worker process holds its backend's libraries and its own copy
     of the model, so running the backends side by side costs the sum of their peaks. `run` starts a
     backend's jobs only while the estimated peaks of what is resident fit the budget, and only while each
-    running backend has CORES_PER_ROLE cores in a one-shot pool, WARM_CORES_PER_ROLE in a warm one (`cores`:
-    sched_getaffinity, K2TO3_CORES overrides); otherwise
+    running backend has CORES_PER_ROLE cores (`cores`: sched_getaffinity, K2TO3_CORES overrides); otherwise
     it waits for the running ones, and shuts down idle workers this run no longer needs before starting
     another."""
 
@@ -270,7 +266,7 @@ class Pool:
     @property
     def max_parallel(self) -> int:
         """How many backends may verify side by side on this machine's cores (the budget may allow fewer)."""
-        return max(1, self.cores // (CORES_PER_ROLE if self.one_shot else WARM_CORES_PER_ROLE))
+        return max(1, self.cores // CORES_PER_ROLE)
 
     # -- workers -----------------------------------------------------------------------------------------
     def start(self, weight_bytes: int = 0) -> None:
