@@ -184,6 +184,18 @@ class ContribInstanceNormalization(keras.layers.Layer):
 
 
 
+def _fill_template(value, tensors, fill):
+    """A call template with each {"__tensor__": i} replaced by tensors[i]; nested values go through `fill`, so a
+    layer with markers of its own (ShapeOp) handles them at every depth."""
+    if isinstance(value, dict) and set(value) == {"__tensor__"}:
+        return tensors[value["__tensor__"]]
+    if isinstance(value, list):
+        return [fill(v, tensors) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, tensors) for k, v in value.items()}
+    return value
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class TFOpLayer(keras.layers.Layer):
     """A TFOpLambda node whose TensorFlow function has no keras.ops equivalent, kept as that TensorFlow call:
@@ -208,13 +220,7 @@ class TFOpLayer(keras.layers.Layer):
         return value
 
     def _fill(self, value, tensors):
-        if isinstance(value, dict) and set(value) == {"__tensor__"}:
-            return tensors[value["__tensor__"]]
-        if isinstance(value, list):
-            return [self._fill(v, tensors) for v in value]
-        if isinstance(value, dict):
-            return {k: self._fill(v, tensors) for k, v in value.items()}
-        return value
+        return _fill_template(value, tensors, self._fill)
 
     def call(self, tensors):
         if keras.backend.backend() != "tensorflow":
@@ -329,17 +335,11 @@ class ShapeOp(keras.layers.Layer):
         self.call_template = template
 
     def _fill(self, value, tensors):
-        if isinstance(value, dict) and set(value) == {"__tensor__"}:
-            return tensors[value["__tensor__"]]
         if isinstance(value, dict) and set(value) == {"__shape__", "index"}:
             return shape_index(ops.shape(tensors[value["__shape__"]]), value["index"])
         if isinstance(value, dict) and set(value) == {"__shape_op__", "args"}:
             return shape_arith(value["__shape_op__"], *(self._fill(v, tensors) for v in value["args"]))
-        if isinstance(value, list):
-            return [self._fill(v, tensors) for v in value]
-        if isinstance(value, dict):
-            return {k: self._fill(v, tensors) for k, v in value.items()}
-        return value
+        return _fill_template(value, tensors, self._fill)
 
     def call(self, tensors):
         fn = ops
