@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -79,18 +77,17 @@ def cluster_run(tree):
     cluster.wait_for_nodes()
     ex = RayExecutor(backends=SETTINGS.backends)
     reported: list[str] = []
-    killed: list[int] = []
-
-    def kill_one() -> None:
-        time.sleep(1.0)  # both actors have an artifact in flight by now
-        pid = ray.get(ex.actors[0].pid.remote(), timeout=120)
-        os.kill(pid, signal.SIGKILL)
-        killed.append(pid)
+    killed: list[tuple[int, str]] = []
 
     def on_result(item, result):
         reported.append(item["rel"])
         if len(reported) == 1:
-            threading.Thread(target=kill_one, daemon=True).start()
+            # Both actors got an artifact at the start; the other one is still running its own now. Killing it
+            # here, from the scheduler's callback, makes the loss certain (a timed kill could hit an idle actor).
+            actor, rel = next(iter(ex.busy.items()))
+            pid = ray.get(actor.pid.remote(), timeout=120)
+            os.kill(pid, signal.SIGKILL)
+            killed.append((pid, rel))
 
     try:
         n_nodes = len([n for n in ray.nodes() if n["Alive"]])
@@ -113,7 +110,7 @@ def test_killed_worker_loses_nothing_and_reports_nothing_twice(cluster_run):
     assert sorted(reported) == sorted(EXPECTED)  # every artifact reported, each once
     assert not [r for r, n in Counter(reported).items() if n > 1]
     lost = [a for a in attempts if a["lost"]]
-    assert lost, attempts  # the killed actor's artifact was lost ...
+    assert [a["rel"] for a in lost] == [killed[0][1]], attempts  # the killed actor's artifact was lost ...
     retried = {a["rel"]: a["verify"] for a in rep["artifacts"] if a["verify"]["attempts"] > 1}
     assert {a["rel"] for a in lost} <= set(retried)  # ... and retried on another worker, to its right verdict
     assert all(v["verdict"] == EXPECTED[r] for r, v in retried.items())

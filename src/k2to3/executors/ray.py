@@ -59,6 +59,7 @@ class RayExecutor:
         self.actors: list[Any] = []
         self._nodes: dict[Any, dict[str, Any]] = {}  # actor -> the node it was placed on
         self.attempts: list[dict[str, Any]] = []  # every attempt: item, actor pid, outcome (for the report)
+        self.busy: dict[Any, str] = {}  # actor -> the artifact it is running now (progress, tests)
 
     def _connect(self) -> None:
         ray = self.ray
@@ -111,9 +112,11 @@ class RayExecutor:
                     actor = idle.pop(0)
                     item, attempt = queue.popleft()
                     inflight[actor.run.remote(fn, item)] = (actor, item, attempt)
+                    self.busy[actor] = item["rel"]
                 ready, _ = ray.wait(list(inflight), num_returns=1)
                 for ref in ready:
                     actor, item, attempt = inflight.pop(ref)
+                    self.busy.pop(actor, None)
                     try:
                         result = ray.get(ref)
                     except lost as exc:  # the attempt was lost with its worker: replace it, retry elsewhere
