@@ -3,7 +3,7 @@ saved as HDF5 into tests/.cache; generated on demand, as for bench/convert.py).
 
 Both runs share one warm worker pool started by this script (so backend imports are paid once, before either
 timed run), on tensorflow, torch and jax, in the same order each repeat: plain `convert`, then
-`convert --grads`. Prints the wall time of each, the time --grads added and its ratio to the plain convert
+`convert --grads --fit-steps 1`. Prints the wall time of each, the time --grads added and its ratio to the plain convert
 (target: at most 0.5), and where the gradient time went (tf_keras and per backend, inside the workers).
 
 Usage: python bench/grads.py [--repeat N]
@@ -23,13 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 CACHE = ROOT / "tests" / ".cache"
-MODEL = CACHE / "resnet50.h5"
+MODEL = CACHE / "resnet50_sgd.h5"
+# Compiled and trained one step, so the file carries a training_config and SGD momentum slots: the
+# `--fit-steps 1` part has a Keras 2 reference to resume from, as a real checkpoint would.
 MAKE = """
 import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import numpy as np
 import tf_keras
 tf_keras.utils.set_random_seed(0)
 m = tf_keras.applications.ResNet50(weights=None, input_shape=(224, 224, 3), classes=1000)
+m.compile(optimizer=tf_keras.optimizers.SGD(0.01, momentum=0.9), loss="categorical_crossentropy")
+rng = np.random.default_rng(0)
+m.train_on_batch(rng.standard_normal((2, 224, 224, 3)).astype("float32"), np.eye(1000)[[3, 7]].astype("float32"))
 m.save(sys.argv[1] + ".tmp", save_format="h5")
 os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 """
@@ -54,10 +60,12 @@ def main() -> None:
             for with_grads, times in ((False, plain), (True, grads)):
                 out = Path(tmp) / f"r{i}-{int(with_grads)}.keras"
                 t0 = time.perf_counter()
-                rep = convert(Options(src=MODEL, out=out, grads=with_grads), pool=pool)
+                rep = convert(Options(src=MODEL, out=out, grads=with_grads, fit_steps=1 if with_grads else 0),
+                              pool=pool)
                 times.append(time.perf_counter() - t0)
                 print(f"run {i} {'--grads' if with_grads else 'plain  '}: {times[-1]:7.1f} s  verdict "
-                      f"{rep['verdict']}" + (f", gradients {rep['gradients']['verdict']}" if with_grads else ""),
+                      f"{rep['verdict']}" + (f", gradients {rep['gradients']['verdict']}, training "
+                                             f"{rep['training'].get('status')}" if with_grads else ""),
                       flush=True)
                 if with_grads:
                     g = rep["gradients"]

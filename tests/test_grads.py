@@ -115,8 +115,12 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     assert any("lstm" in n for n in g["derandomized"]) and any("recurrent" in n for n in g["notes"])
     assert g["verdict"] == "parity" and report["exit_code"] == 0, {b: v["top_divergent"][:2]
                                                                    for b, v in g["backends"].items()}
+    # --grads brings one training step (--fit-steps defaults to 1 with it), run in the same round of jobs
+    t = report["training"]
+    assert t["steps"] == 1 and t["status"] == "parity" and set(t["backends"]) == {"tensorflow", "torch", "jax"}
+    assert all(len(v["losses"]) == 1 for v in t["backends"].values())
     # verify --grads on the converted file gives the same gradient figures
     again = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True), pool=pool)
-    assert again["gradients"]["verdict"] == "parity"
+    assert again["gradients"]["verdict"] == "parity" and again["training"]["status"] == "parity"
     for b, v in again["gradients"]["backends"].items():
         assert v["max_abs"] == g["backends"][b]["max_abs"]

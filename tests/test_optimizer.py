@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from conftest import CORPUS, FIXTURES, ROOT
@@ -184,6 +185,21 @@ def test_fit_steps_parity(fitted, name):
     if name == "mixed_float16_lso":
         assert opt["keras3_class"] == "LossScaleOptimizer" and "by saved variable name" in \
             t["reference"]["state_source"]
+
+
+@pytest.mark.slow
+def test_saved_compile_config_lets_each_backend_choose_jit(fitted):
+    """Keras saves compile's resolved jit_compile (False under TensorFlow on a CPU); k2to3 saves "auto", so jax
+    compiles its training step instead of running it eagerly, and TensorFlow on a CPU still does not."""
+    path = fitted["adam_legacy"]["output"]["path"]
+    with zipfile.ZipFile(path) as z:
+        assert json.loads(z.read("config.json"))["compile_config"]["jit_compile"] == "auto"
+    script = ("import sys, keras, k2to3.portable; "
+              "print(keras.saving.load_model(sys.argv[1], safe_mode=True).jit_compile)")
+    for backend, expected in (("jax", "True"), ("tensorflow", "False"), ("torch", "False")):
+        out = subprocess.run([sys.executable, "-c", script, path], capture_output=True, text=True,
+                             env=_env(backend), check=True, timeout=300)
+        assert out.stdout.strip().splitlines()[-1] == expected, (backend, out.stdout[-300:])
 
 
 def test_targets_and_loss_need_fit_steps(tmp_path):

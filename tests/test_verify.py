@@ -145,6 +145,9 @@ def test_golden_declared_shape_is_checked_before_allocating(tmp_path):
     ({"keras": "{keras}", "reference": "{keras}"}, "not an HDF5 file"),
     ({"keras": "{keras}", "golden": "missing.golden.npz"}, "missing.golden.npz: no such file"),
     ({"keras": "{keras}", "golden": "{keras}", "grads": True}, "--grads with --golden"),
+    ({"keras": "{keras}", "golden": "{keras}", "fit_steps": 2}, "--fit-steps with --golden"),
+    ({"keras": "{keras}", "reference": "{h5}", "targets": "{h5}"}, "--targets applies to --fit-steps only"),
+    ({"keras": "{keras}", "reference": "{h5}", "fit_steps": 1, "targets": "no.npz"}, "--targets no.npz: no such"),
 ])
 def test_verify_usage_errors(tmp_path, kw, words):
     keras = tmp_path / "m.keras"

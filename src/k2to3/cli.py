@@ -34,6 +34,9 @@ GRADS_HELP = ("Also compare the loss gradient w.r.t. every trainable variable on
               "a seeded batch (training=True, dropout and noise off): report section `gradients`.")
 GRADS_MODE_HELP = ("train: BatchNormalization normalizes with the batch statistics (a training step); inference: "
                    "with its moving statistics (fine-tuning with frozen BatchNormalization)")
+FIT_HELP = ("Also run N train_on_batch steps with tf_keras and on each backend and compare weights and losses "
+            "(docs/optimizers.md) [default: 1 with --grads, else 0].")
+TARGETS_HELP = "Targets for --fit-steps (.npz: y0, y1, ...); default: seeded, typed for the loss."
 LOSS_HELP = ("The loss for --grads and --fit-steps (a Keras loss name) [default: the file's training_config; "
              "--grads falls back to mean_squared_error]")
 MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: backends verify side by side only "
@@ -116,10 +119,8 @@ def convert(
     grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
     grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
     grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
-    fit_steps: Annotated[int, typer.Option("--fit-steps", min=0, help="Also run N train_on_batch steps with "
-                         "tf_keras and on each backend and compare weights and losses (docs/optimizers.md).")] = 0,
-    targets: Annotated[Path | None, typer.Option("--targets", help="Targets for --fit-steps (.npz: y0, y1, ...); "
-                       "default: seeded, typed for the loss.")] = None,
+    fit_steps: Annotated[int | None, typer.Option("--fit-steps", min=0, help=FIT_HELP)] = None,
+    targets: Annotated[Path | None, typer.Option("--targets", help=TARGETS_HELP)] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
     from .store import is_url
@@ -262,6 +263,8 @@ def verify(
     grad_rtol: Annotated[float | None, typer.Option(help="Gradient relative tolerance [default: 1e-4]")] = None,
     grad_atol: Annotated[float | None, typer.Option(help="Gradient absolute tolerance [default: 1e-6]")] = None,
     grads_mode: Annotated[str, typer.Option("--grads-mode", help=GRADS_MODE_HELP)] = "train",
+    fit_steps: Annotated[int | None, typer.Option("--fit-steps", min=0, help=FIT_HELP + " With --reference.")] = None,
+    targets: Annotated[Path | None, typer.Option("--targets", help=TARGETS_HELP)] = None,
 ) -> None:
     """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
     from .verification import VerifyOptions
@@ -270,7 +273,8 @@ def verify(
     opts = VerifyOptions(keras=model, reference=reference, golden=golden, input_npz=input_npz, rtol=rtol, atol=atol,
                          backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
                          sources=tuple(src_files or ()), max_memory=_max_memory(max_memory), grads=grads, loss=loss,
-                         grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_grads_training(grads_mode))
+                         grad_rtol=grad_rtol, grad_atol=grad_atol, grads_training=_grads_training(grads_mode),
+                         fit_steps=fit_steps, targets=targets)
     rdir = report_dir or model.with_name(model.name + ".verify")
     try:
         with err.status("verifying…", spinner="dots") as status:

@@ -3,6 +3,7 @@ each backend in its own process, compare with the Keras 2 golden output. No back
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -55,7 +56,8 @@ class Options:
     grad_rtol: float | None = None
     grad_atol: float | None = None
     grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
-    fit_steps: int = 0  # --fit-steps N: N-step training parity against tf_keras (docs/optimizers.md)
+    # --fit-steps N: N-step training parity against tf_keras (docs/optimizers.md); None: 1 with --grads, else 0
+    fit_steps: int | None = None
     targets: Path | None = None  # --targets y.npz for --fit-steps
 
 
@@ -197,10 +199,19 @@ def _report_base(opts: Options, artifact: Any, plan: Plan | None) -> dict[str, A
     }
 
 
+def resolve_fit_steps(opts: Options) -> Options:
+    """--fit-steps defaults to 1 with --grads (a gradient that agrees is worth little if the step built on it
+    does not), else 0; an explicit value, 0 included, is kept."""
+    if opts.fit_steps is None:
+        return dataclasses.replace(opts, fit_steps=1 if opts.grads else 0)
+    return opts
+
+
 def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
     """Run the whole job; returns the report dict (report["exit_code"] is the CLI's exit code).
 
     Pass a warm `pool` to convert many models without paying the backend imports again."""
+    opts = resolve_fit_steps(opts)
     check_paths(opts)
     files, build_fn = parse_sources(opts.sources)
     # Files named one by one must parse; files found under a --src directory may be skipped with a note.
@@ -427,17 +438,12 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or weight_bytes
     reference, mismatched, hashes = verify_backends(job, plan, report, tmp_out, build["weight_hash"], verify,
                                                     rtol, atol, weight_bytes, timings)
-    if opts.grads:
-        from .gradients import check_gradients
+    if opts.grads or opts.fit_steps:
+        from .trainchecks import run_training_checks
 
-        check_gradients(job, report, tmp_out, verify, reference, artifact.training_config, opts.loss, opts.grad_rtol,
-                        opts.grad_atol, weight_bytes, opts.grads_training)
-    if opts.fit_steps:
-        from .optimizer.parity import run_fit_steps
-
-        run_fit_steps(job, report, verify, reference, tmp_out, opts.fit_steps, opts.targets, opts.loss,
-                      _compile_losses(plan))
-        if report["training"].get("status") == "mismatch":
+        run_training_checks(job, report, tmp_out, verify, reference, artifact.training_config, weight_bytes,
+                            _compile_losses(plan))
+        if (report.get("training") or {}).get("status") == "mismatch":
             mismatched.append("training")
     if tmp_module is not None:
         os.replace(tmp_module, _module_path(opts))

@@ -121,13 +121,23 @@ def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple
                     ) -> dict[str, Any]:
     """Fill report["gradients"]; returns it. Needs the Keras 2 golden (else the Keras 3 tensorflow gradients are
     the reference, as for the outputs)."""
+    jobs, ctx = gradient_jobs(job, report, keras, verify, outputs, training_config, loss, rtol, atol, training)
+    return gradient_section(job, report, job.pool.run(jobs, weight_bytes), ctx)
+
+
+def gradient_jobs(job: Job, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
+                  outputs: list[np.ndarray], training_config: dict[str, Any] | None, loss: str | None,
+                  rtol: float | None, atol: float | None, training: bool = True
+                  ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The worker jobs of `--grads` (tf_keras's gradients first on the tensorflow worker) and what
+    gradient_section needs to read their replies."""
     t0 = time.perf_counter()
     losses, source = loss_specs(training_config, loss, len(outputs))
     ys = make_targets(losses, outputs)
-    np.savez(job.npz("targets"), **{f"y{i}": y for i, y in enumerate(ys)})
+    np.savez(job.npz("grad-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
     rt, at = (GRAD_RTOL if rtol is None else rtol), (GRAD_ATOL if atol is None else atol)
     golden = report.get("reference", {}).get("kind") == "keras2-tf_keras"
-    common = {"inputs": job.npz("inputs"), "targets": job.npz("targets"), "losses": losses, "training": training}
+    common = {"inputs": job.npz("inputs"), "targets": job.npz("grad-targets"), "losses": losses, "training": training}
     job.progress("--grads: differentiating the loss on " + ", ".join(verify) + (" and tf_keras" if golden else ""))
 
     def k3(b: str) -> Any:
@@ -138,13 +148,24 @@ def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple
 
     jobs = {"tensorflow": [*([k2] if golden else []), *([k3("tensorflow")] if "tensorflow" in verify else [])],
             **{b: [k3(b)] for b in verify if b != "tensorflow"}}
-    done = job.pool.run({r: js for r, js in jobs.items() if js}, weight_bytes)
+    return {r: js for r, js in jobs.items() if js}, {"t0": t0, "verify": verify, "golden": golden, "rt": rt,
+                                                     "at": at, "losses": losses, "source": source,
+                                                     "training": training,
+                                                     "tol_source": "default" if rtol is None and atol is None
+                                                     else "user"}
+
+
+def gradient_section(job: Job, report: dict[str, Any], done: dict[str, list[Any]], ctx: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """Fill report["gradients"] from the replies of gradient_jobs' jobs; returns it."""
+    t0, verify, golden, rt, at = ctx["t0"], ctx["verify"], ctx["golden"], ctx["rt"], ctx["at"]
+    losses, source, training = ctx["losses"], ctx["source"], ctx["training"]
     replies: dict[str, Any] = {}
     for b in verify:
         replies[b] = _result(done[b][-1])
     section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": "seeded", "training": training,
                                "tolerance": {"rtol": rt, "atol": at,
-                                             "source": "user" if rtol is not None or atol is not None else "default"}}
+                                             "source": ctx["tol_source"]}}
     if golden:
         ref = _result(done["tensorflow"][0])
         got = {"error": ref["error"]} if "error" in ref else {"loss": ref["loss"],

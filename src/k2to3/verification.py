@@ -20,19 +20,22 @@ from .convert import (
     Job,
     Options,
     Progress,
+    _compile_losses,
     _inputs,
     _prepare_source,
     _report_base,
     parse_sources,
     plan_for,
+    resolve_fit_steps,
     set_verdict,
     tolerances,
     verify_backends,
 )
 from .errors import InputError
 from .golden import Golden, read_golden
-from .gradients import apply_verdict, check_gradients
+from .gradients import apply_verdict
 from .source.extract import index_sources
+from .trainchecks import run_training_checks
 from .upgrade import Plan
 from .workers.pool import KINDS, Pool
 
@@ -54,6 +57,8 @@ class VerifyOptions:
     grad_rtol: float | None = None
     grad_atol: float | None = None
     grads_training: bool = True  # --grads-mode train (batch statistics) | inference (frozen BatchNormalization)
+    fit_steps: int | None = None  # --fit-steps N (with --reference); None: 1 with --grads, else 0
+    targets: Path | None = None  # --targets y.npz for --fit-steps
 
 
 def check(opts: VerifyOptions) -> None:
@@ -74,6 +79,13 @@ def check(opts: VerifyOptions) -> None:
     if opts.golden is not None and opts.grads:
         raise InputError("--grads with --golden: a golden file holds outputs, not a model to differentiate",
                          hint="pass --reference LEGACY.h5 with --grads")
+    if opts.golden is not None and opts.fit_steps:
+        raise InputError("--fit-steps with --golden: a golden file holds outputs, not a model to train",
+                         hint="pass --reference LEGACY.h5 with --fit-steps")
+    if opts.targets is not None and not opts.targets.is_file():
+        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
+    if opts.targets is not None and not opts.fit_steps:
+        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
     if opts.golden is not None and opts.input_npz is not None:
         raise InputError("--input with --golden: the golden file holds its inputs", hint="drop --input")
     for b in opts.backends:
@@ -83,13 +95,14 @@ def check(opts: VerifyOptions) -> None:
 
 def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
     """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert)."""
+    opts = resolve_fit_steps(opts)
     check(opts)
     golden = read_golden(opts.golden) if opts.golden is not None else None
     copts = Options(src=opts.reference or opts.golden, out=opts.keras, input_npz=opts.input_npz, rtol=opts.rtol,
                     atol=opts.atol, backends=opts.backends, golden=golden is None, sources=opts.sources,
                     trust_bytecode=opts.trust_bytecode, max_memory=opts.max_memory, grads=opts.grads,
                     loss=opts.loss, grad_rtol=opts.grad_rtol, grad_atol=opts.grad_atol,
-                    grads_training=opts.grads_training)
+                    grads_training=opts.grads_training, fit_steps=opts.fit_steps, targets=opts.targets)
     own_pool = pool is None
     work = Path(tempfile.mkdtemp(prefix="k2to3-verify-"))
     try:
@@ -121,9 +134,11 @@ def _finish(job: Job, plan: Plan, report: dict[str, Any], rtol: float, atol: flo
     reference, mismatched, hashes = verify_backends(job, plan, report, job.keras, build_hash, verify, rtol, atol,
                                                     weight_bytes, timings, given)
     opts = job.opts
-    if opts.grads:
-        check_gradients(job, report, job.keras, verify, reference, training_config, opts.loss, opts.grad_rtol,
-                        opts.grad_atol, weight_bytes, opts.grads_training)
+    if opts.grads or opts.fit_steps:
+        run_training_checks(job, report, job.keras, verify, reference, training_config, weight_bytes,
+                            _compile_losses(plan))
+        if (report.get("training") or {}).get("status") == "mismatch":
+            mismatched.append("training")
     timings["total_seconds"] = round(time.perf_counter() - t0, 3)
     report["timings"] = timings
     set_verdict(report, plan, mismatched, hashes)

@@ -98,22 +98,52 @@ def run_fit_steps(job: Any, report: dict[str, Any], verify: tuple[str, ...], out
                   keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any]) -> None:
     """tf_keras (reference) then each backend run `steps` train_on_batch steps on the verification batch; fills
     report["training"]. Worker errors become the entry's `error`, never a traceback."""
-    from ..workers.pool import WorkerError
+    jobs, ctx = fit_jobs(job, report, verify, outputs, keras_path, steps, targets, loss, losses)
+    fit_section(job, report, job.pool.run(jobs, ctx["weight_bytes"]), ctx)
 
+
+def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs: list[np.ndarray],
+             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any],
+             weight_bytes: int = 0) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The worker jobs of `--fit-steps` (the tf_keras reference first on the tensorflow worker, every backend's
+    steps side by side as the pool allows) and what fit_section needs to read their replies."""
     ys = load_targets(targets, outputs) if targets else make_targets(outputs, losses)
-    np.savez(job.npz("targets"), **{f"y{i}": y for i, y in enumerate(ys)})
-    common = {"inputs": job.npz("inputs"), "targets": job.npz("targets"), "steps": steps, "loss": loss}
+    np.savez(job.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
+    common = {"inputs": job.npz("inputs"), "targets": job.npz("fit-targets"), "steps": steps, "loss": loss}
     rtol, atol = (5e-3, 5e-3) if set(report.get("dtype_policies") or ()) & MIXED else (FIT_RTOL, FIT_ATOL)
     section: dict[str, Any] = {"steps": steps, "rtol": rtol, "atol": atol,
                                "targets": str(targets) if targets else "seeded", "loss": loss or "training_config",
                                "randomness": "dropout and noise rates set to 0 on both sides", "backends": {}}
     report["training"] = section
-    job.progress(f"--fit-steps {steps}: tf_keras reference")
+
+    def golden(w: Any) -> Any:
+        return w.call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"), **common, **job.golden_args)
+
+    def k3(b: str) -> Any:
+        return lambda w: w.call("fit", keras=str(keras_path), weights_out=job.npz(f"fit-{b}"),
+                                state_out=job.npz(f"state-{b}"), modules=job.modules, **common)
+
+    jobs: dict[str, list[Any]] = {"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in verify else [])],
+                                  **{b: [k3(b)] for b in verify if b != "tensorflow"}}
+    job.progress(f"--fit-steps {steps}: tf_keras and " + ", ".join(verify))
+    return jobs, {"verify": verify, "steps": steps, "weight_bytes": weight_bytes}
+
+
+def _reply(fut: Any) -> dict[str, Any]:
+    from ..workers.pool import WorkerError
+
     try:
-        ref = job.pool.get("tensorflow").call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"),
-                                               **common, **job.golden_args)
+        return fut.result()
     except WorkerError as exc:
-        section.update(status="unavailable", reason=f"tf_keras reference: {exc.message}")
+        return {"error": exc.message}
+
+
+def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ctx: dict[str, Any]) -> None:
+    """Fill report["training"] from the replies of fit_jobs' jobs."""
+    section, verify = report["training"], ctx["verify"]
+    ref = _reply(done["tensorflow"][0])
+    if "error" in ref:
+        section.update(status="unavailable", reason=f"tf_keras reference: {ref['error']}")
         return
     if not ref.get("available"):
         section.update(status="unavailable", reason=ref.get("reason"))
@@ -128,19 +158,16 @@ def run_fit_steps(job: Any, report: dict[str, Any], verify: tuple[str, ...], out
     with np.load(job.npz("fit-ref")) as z:
         ref_w = [z[f"w{i}"] for i in range(len(z.files))]
     for b in verify:
-        job.progress(f"--fit-steps {steps}: {b}")
-        try:
-            got = job.pool.get(b).call("fit", keras=str(keras_path), weights_out=job.npz(f"fit-{b}"),
-                                       state_out=job.npz(f"state-{b}"), modules=job.modules, **common)
-        except WorkerError as exc:
-            section["backends"][b] = {"status": "error", "error": exc.message}
+        got = _reply(done[b][-1])
+        if "error" in got:
+            section["backends"][b] = {"status": "error", "error": got["error"]}
             continue
         if not got.get("available"):
             section["backends"][b] = {"status": "unavailable", "reason": got.get("reason")}
             continue
         with np.load(job.npz(f"fit-{b}")) as z:
             got_w = [z[f"w{i}"] for i in range(len(z.files))]
-        section["backends"][b] = compare_training(ref, got, ref_w, got_w, rtol, atol)
+        section["backends"][b] = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
         section["backends"][b]["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"),
                                                                      job.npz(f"state-{b}"))
     states = {v.get("status") for v in section["backends"].values()}
