@@ -82,6 +82,20 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
+def _label(pid: int) -> str:
+    """A process's role for the peak breakdown: a k2to3 worker's kind, else its command's last word."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = [a.decode(errors="replace") for a in fh.read().split(b"\0") if a]
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = dict(e.decode(errors="replace").partition("=")[::2] for e in fh.read().split(b"\0") if b"=" in e)
+    except OSError:
+        return "?"
+    if any("k2to3.workers" in a for a in args):
+        return "worker:" + env.get("KERAS_BACKEND", "?") + ("+tf_keras" if env.get("TF_USE_LEGACY_KERAS") else "")
+    return " ".join(args[1:3])[:40]
+
+
 class PeakMemory:
     """Peak of the summed RSS of this process's descendants while the block runs."""
 
@@ -94,9 +108,13 @@ class PeakMemory:
 
     def _run(self) -> None:
         me = os.getpid()
+        self.at_peak: list[tuple[str, int]] = []
         while not self._stop.is_set():
-            total = sum(_rss_kb(p) for p in _descendants(me))
-            self.peak_kb = max(self.peak_kb, total)
+            sizes = {p: _rss_kb(p) for p in _descendants(me)}
+            total = sum(sizes.values())
+            if total > self.peak_kb:
+                self.peak_kb = total
+                self.at_peak = [(_label(p), kb) for p, kb in sizes.items() if kb]
             time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
@@ -131,7 +149,9 @@ def k2to3(work: Path, model: Path = MODEL, *extra: str, env: dict[str, str] | No
         wall = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(f"k2to3 convert failed ({r.returncode}): {r.stderr[-500:]}")
-    return wall, mem.peak_kb, json.loads(r.stdout)
+    rep = json.loads(r.stdout)
+    rep["bench_at_peak"] = mem.at_peak  # which processes made the peak (not part of k2to3's report)
+    return wall, mem.peak_kb, rep
 
 
 def other_schedule(rep: dict) -> tuple[str, tuple[str, ...], dict[str, str]]:
@@ -145,7 +165,9 @@ def other_schedule(rep: dict) -> tuple[str, tuple[str, ...], dict[str, str]]:
 def _workers(rep: dict) -> str:
     mem = rep["memory"]
     peaks = ", ".join(f"{b} {v['peak_rss_mb']:.0f}" for b, v in mem["workers"].items())
-    return f"worker peaks MB: {peaks}, parent {mem['parent_peak_rss_mb']:.0f}; sequential={mem['sequential']}"
+    at = ", ".join(f"{label} {kb / 1024:.0f}" for label, kb in sorted(rep.get("bench_at_peak", [])))
+    return (f"worker peaks MB: {peaks}, parent {mem['parent_peak_rss_mb']:.0f}; sequential={mem['sequential']}; "
+            f"at the summed peak: {at}")
 
 
 def main() -> None:

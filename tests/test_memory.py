@@ -128,3 +128,40 @@ def test_one_at_a_time_keeps_one_worker_resident_only_in_a_one_shot_pool(monkeyp
         assert {r: f[0].result() for r, f in done.items()} == pids  # the same warm processes served it
         assert list(pool.workers) == ["jax"]  # tensorflow and torch were shut down when their turn ended
         assert pool.schedule and all(not e["concurrent"] for e in pool.schedule)
+
+
+def test_side_by_side_one_shot_pool_shuts_each_finished_worker_down(monkeypatch):
+    """convert with agreeing outputs needs no worker after its verification round: with release_finished, a
+    one-shot pool closes each worker as soon as its own jobs are done, so a finished backend's resident set is
+    not summed with those still working (a warm pool keeps them)."""
+    monkeypatch.setenv("K2TO3_CORES", "2")
+    with Pool(("tensorflow", "torch"), golden=False, max_memory=64 * 1024 * MB) as pool:
+        jobs = {"tensorflow": [lambda w: w.proc.pid], "torch": [lambda w: w.proc.pid]}
+        pool.run(jobs, 0, release_finished=True)
+        assert set(pool.workers) == {"tensorflow", "torch"}  # not one-shot: kept for the next model
+        pool.one_shot = True
+        done = pool.run(jobs, 0, release_finished=True)
+        procs = [f[0].result() for f in done.values()]
+        assert not pool.workers and len(procs) == 2
+        assert pool.schedule[1]["concurrent"] == ["tensorflow"]  # side by side, then each one closed
+        assert set(pool.stats) >= {"tensorflow", "torch"}  # their measured figures outlive them (report)
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_eager_forward_frees_intermediates_with_the_same_outputs(backend):
+    """Keras 3's functional executor holds every activation until the call returns; the workers' forward pass
+    (graphrun.freeing_intermediates) drops each one after its last use, with bit-identical outputs on shared
+    layers, nested models, a tensor consumed twice by one node and dict outputs."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(root / "tests" / "graphrun_probe.py"), str(root / "src")],
+                         capture_output=True, text=True, env=env, timeout=600, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["multi"] == {"active": True, "equal": True} and r["conv"] == {"active": True, "equal": True}
+    # 24 activations of 32 MB: Keras's executor holds them all (~770 MB), the freeing one about two at a time
+    assert r["keras_peak_mb"] > 600 and r["freeing_peak_mb"] < 200, r

@@ -510,7 +510,12 @@ def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, b
     jobs: dict[str, list[Callable[[Any], Any]]] = {
         "tensorflow": [tf_side, *([verify_on("tensorflow")] if "tensorflow" in verify else [])],
         **{b: [verify_on(b)] for b in verify if b != "tensorflow"}}
-    done = wp.run(jobs, weight_bytes)
+    # Nothing needs a worker after this round unless the training checks or the mixed-precision shadow follow;
+    # a mismatch (float64 noise floor, per-layer probe) starts the ones it needs again.
+    from .precision import REDUCED
+
+    later = bool(opts.grads or opts.fit_steps or set(plan.dtype_policies) & set(REDUCED))
+    done = wp.run(jobs, weight_bytes, release_finished=not later)
     fut_golden = done["tensorflow"][0]
     futs: dict[str, Future] = {b: done[b][-1] for b in verify}
     reference = _reference(job, fut_golden, report) if given is None else given

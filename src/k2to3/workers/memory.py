@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import gc
 import resource
+from typing import Any
 
 MB = 1024 * 1024
 
@@ -51,12 +52,33 @@ def release_freed() -> None:
     """Collect garbage and hand freed heap pages back to the OS: glibc keeps them otherwise, and a warm worker
     would stay as large as the largest model it ever held."""
     gc.collect()
-    name = ctypes.util.find_library("c")
-    if name:
+    libc = _libc()
+    if libc is not None:
         try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):
+            libc.malloc_trim(0)
+        except AttributeError:  # not glibc
             pass
+
+
+_LIBC: list[Any] = []
+
+
+def _libc() -> Any:
+    """glibc, found once per process: ctypes.util.find_library runs `ldconfig -p` in a child process, and a
+    worker of 800 MB forked after every job would briefly count twice in any RSS sum of its process tree."""
+    if not _LIBC:
+        lib = None
+        for find in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the second only if needed
+            name = find()
+            if not name:
+                continue
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        _LIBC.append(lib)
+    return _LIBC[0]
 
 
 def available_bytes() -> int | None:

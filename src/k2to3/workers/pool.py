@@ -318,7 +318,8 @@ class Pool:
         if w is not None:
             w.close()
 
-    def run(self, jobs: dict[str, list[Job]], weight_bytes: int) -> dict[str, list[Future]]:
+    def run(self, jobs: dict[str, list[Job]], weight_bytes: int, release_finished: bool = False
+            ) -> dict[str, list[Future]]:
         """Run each role's jobs in order on its worker; roles side by side while the budget and the cores
         (`max_parallel`) allow.
 
@@ -328,7 +329,9 @@ class Pool:
         budget orders work, it never blocks it (`over_budget` in the schedule says so). When roles run one at
         a time because of the budget, or of the cores in a one-shot pool, the idle workers this run no longer
         needs are shut down before each starts; while one runs, the next one's worker is started early when
-        its idle resident set fits the budget (`prestart`)."""
+        its idle resident set fits the budget (`prestart`). With `release_finished` (the caller needs no worker
+        after this run, as a `convert` whose outputs agree), a one-shot pool shuts each worker down as soon as
+        its own jobs are done, so a finished backend's resident set is not summed with the ones still working."""
         futs = {r: [Future() for _ in js] for r, js in jobs.items()}
         pending = [r for r in jobs if jobs[r]]
         running: set[str] = set()
@@ -346,10 +349,15 @@ class Pool:
                         fut.set_exception(exc)
                     self.learn(role, weight_bytes)
             finally:
+                done_worker = None
                 with cond:
                     entry["end_s"] = round(time.perf_counter() - t0, 3)
                     running.discard(role)
+                    if release_finished and self.one_shot:
+                        done_worker = self.workers.pop(role, None)
                     cond.notify_all()
+                if done_worker is not None:
+                    done_worker.close()
 
         threads = []
         with cond:
