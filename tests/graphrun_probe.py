@@ -10,10 +10,10 @@ import sys
 import numpy as np
 
 sys.path.insert(0, sys.argv[1])
-import keras  # noqa: E402
+import keras
 
-from k2to3.workers import memory  # noqa: E402
-from k2to3.workers.graphrun import freeing_intermediates  # noqa: E402
+from k2to3.workers import memory
+from k2to3.workers.graphrun import freeing_intermediates
 
 
 def models() -> dict[str, tuple[keras.Model, list[np.ndarray]]]:
