@@ -76,6 +76,12 @@ def render_in_chromium(page, tmp_path) -> None:
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def interruptible() -> None:
+    """In the child before exec: a suite started in the background of a non-interactive shell ignores SIGINT,
+    children inherit that, and Python then installs no KeyboardInterrupt handler: Ctrl-C would not reach k2to3."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.slow
 def test_interrupted_verify_resumes(tmp_path):
     store = tmp_path / "store"
@@ -89,7 +95,8 @@ def test_interrupted_verify_resumes(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "k2to3", "audit", str(store), "--verify", "-o", str(out), "--format", "json"]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     cache = out / ".k2to3-audit-cache.json"
     deadline = time.time() + 600
     while time.time() < deadline:

@@ -18,6 +18,12 @@ from store_tree import EXPECTED, N_ARTIFACTS, OUTPUTS, make_tree
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "200"}
 
 
+def interruptible() -> None:
+    """In the child before exec: a suite started in the background of a non-interactive shell ignores SIGINT,
+    children inherit that, and Python then installs no KeyboardInterrupt handler: Ctrl-C would not reach k2to3."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def k2to3(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "k2to3", *args], env=ENV, capture_output=True, text=True,
                           timeout=1200)
@@ -36,7 +42,8 @@ def converted(tmp_path_factory):
     before = digest(store)
     cmd = [sys.executable, "-m", "k2to3", "convert", str(store), "-o", str(root / "out"), "--backends",
            "tensorflow", "--jobs", "2"]
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=interruptible)
     cache = root / "out" / ".k2to3-batch-cache.json"
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
