@@ -155,6 +155,9 @@ def tolerances(opts: Options, plan: Plan) -> tuple[float, float, str]:
     return rtol, atol, source
 
 
+RELEASE_MIN_BYTES = 32 * 2**20  # weights from which convert closes each worker once its verification is done
+
+
 @dataclass
 class Job:
     opts: Options
@@ -515,7 +518,9 @@ def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, b
     from .precision import REDUCED
 
     later = bool(opts.grads or opts.fit_steps or set(plan.dtype_policies) & set(REDUCED))
-    done = wp.run(jobs, weight_bytes, release_finished=not later)
+    # Only for models whose copies matter: on a small one, restarting workers for a mismatch's diagnostics
+    # costs seconds of imports and saves little memory.
+    done = wp.run(jobs, weight_bytes, release_finished=not later and weight_bytes >= RELEASE_MIN_BYTES)
     fut_golden = done["tensorflow"][0]
     futs: dict[str, Future] = {b: done[b][-1] for b in verify}
     reference = _reference(job, fut_golden, report) if given is None else given
