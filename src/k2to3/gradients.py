@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import re
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .compare import compare_arrays
-from .workers.pool import WorkerError
+from .workers.pool import reply_or_error
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -115,16 +114,6 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
             "variables": rows}
 
 
-def check_gradients(job: Job, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
-                    outputs: list[np.ndarray], training_config: dict[str, Any] | None, loss: str | None,
-                    rtol: float | None, atol: float | None, weight_bytes: int, training: bool = True
-                    ) -> dict[str, Any]:
-    """Fill report["gradients"]; returns it. Needs the Keras 2 golden (else the Keras 3 tensorflow gradients are
-    the reference, as for the outputs)."""
-    jobs, ctx = gradient_jobs(job, report, keras, verify, outputs, training_config, loss, rtol, atol, training)
-    return gradient_section(job, report, job.pool.run(jobs, weight_bytes), ctx)
-
-
 def gradient_jobs(job: Job, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
                   outputs: list[np.ndarray], training_config: dict[str, Any] | None, loss: str | None,
                   rtol: float | None, atol: float | None, training: bool = True
@@ -162,12 +151,12 @@ def gradient_section(job: Job, report: dict[str, Any], done: dict[str, list[Any]
     losses, source, training = ctx["losses"], ctx["source"], ctx["training"]
     replies: dict[str, Any] = {}
     for b in verify:
-        replies[b] = _result(done[b][-1])
+        replies[b] = reply_or_error(done[b][-1])
     section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": "seeded", "training": training,
                                "tolerance": {"rtol": rt, "atol": at,
                                              "source": ctx["tol_source"]}}
     if golden:
-        ref = _result(done["tensorflow"][0])
+        ref = reply_or_error(done["tensorflow"][0])
         got = {"error": ref["error"]} if "error" in ref else {"loss": ref["loss"],
                                                                "from": report["reference"].get("from")}
         section["reference"] = {"kind": "keras2-tf_keras", **got}
@@ -216,13 +205,6 @@ def gradient_section(job: Job, report: dict[str, Any], done: dict[str, list[Any]
     section["seconds"] = round(time.perf_counter() - t0, 3)
     report["gradients"] = section
     return section
-
-
-def _result(fut: Future) -> dict[str, Any]:
-    try:
-        return fut.result()
-    except WorkerError as exc:
-        return {"error": exc.message}
 
 
 def _load(path: str, n: int) -> list[np.ndarray]:

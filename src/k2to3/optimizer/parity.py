@@ -10,6 +10,7 @@ import numpy as np
 
 from ..compare import compare_arrays
 from ..errors import InputError
+from ..workers.pool import reply_or_error
 
 SEED = 20240301
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
@@ -94,17 +95,9 @@ def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.nd
             "iterations_after": got.get("iterations_after"), "weights": rows}
 
 
-def run_fit_steps(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs: list[np.ndarray],
-                  keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any]) -> None:
-    """tf_keras (reference) then each backend run `steps` train_on_batch steps on the verification batch; fills
-    report["training"]. Worker errors become the entry's `error`, never a traceback."""
-    jobs, ctx = fit_jobs(job, report, verify, outputs, keras_path, steps, targets, loss, losses)
-    fit_section(job, report, job.pool.run(jobs, ctx["weight_bytes"]), ctx)
-
-
 def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs: list[np.ndarray],
-             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any],
-             weight_bytes: int = 0) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any]
+             ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """The worker jobs of `--fit-steps` (the tf_keras reference first on the tensorflow worker, every backend's
     steps side by side as the pool allows) and what fit_section needs to read their replies."""
     ys = load_targets(targets, outputs) if targets else make_targets(outputs, losses)
@@ -126,22 +119,13 @@ def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs:
     jobs: dict[str, list[Any]] = {"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in verify else [])],
                                   **{b: [k3(b)] for b in verify if b != "tensorflow"}}
     job.progress(f"--fit-steps {steps}: tf_keras and " + ", ".join(verify))
-    return jobs, {"verify": verify, "steps": steps, "weight_bytes": weight_bytes}
-
-
-def _reply(fut: Any) -> dict[str, Any]:
-    from ..workers.pool import WorkerError
-
-    try:
-        return fut.result()
-    except WorkerError as exc:
-        return {"error": exc.message}
+    return jobs, {"verify": verify}
 
 
 def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ctx: dict[str, Any]) -> None:
     """Fill report["training"] from the replies of fit_jobs' jobs."""
     section, verify = report["training"], ctx["verify"]
-    ref = _reply(done["tensorflow"][0])
+    ref = reply_or_error(done["tensorflow"][0])
     if "error" in ref:
         section.update(status="unavailable", reason=f"tf_keras reference: {ref['error']}")
         return
@@ -158,7 +142,7 @@ def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ct
     with np.load(job.npz("fit-ref")) as z:
         ref_w = [z[f"w{i}"] for i in range(len(z.files))]
     for b in verify:
-        got = _reply(done[b][-1])
+        got = reply_or_error(done[b][-1])
         if "error" in got:
             section["backends"][b] = {"status": "error", "error": got["error"]}
             continue

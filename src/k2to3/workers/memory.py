@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import resource
 from typing import Any
@@ -60,25 +61,18 @@ def release_freed() -> None:
             pass
 
 
-_LIBC: list[Any] = []
-
-
+@functools.cache
 def _libc() -> Any:
     """glibc, found once per process: ctypes.util.find_library runs `ldconfig -p` in a child process, and a
     worker of 800 MB forked after every job would briefly count twice in any RSS sum of its process tree."""
-    if not _LIBC:
-        lib = None
-        for find in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the second only if needed
-            name = find()
-            if not name:
-                continue
+    for find in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the second only if needed
+        name = find()
+        if name:
             try:
-                lib = ctypes.CDLL(name)
-                break
+                return ctypes.CDLL(name)
             except OSError:
                 continue
-        _LIBC.append(lib)
-    return _LIBC[0]
+    return None
 
 
 def available_bytes() -> int | None:

@@ -85,6 +85,14 @@ def worker_env(backend: str, keras_home: str, threads: int = 1, legacy: bool = F
     return env
 
 
+def reply_or_error(fut: Future) -> dict[str, Any]:
+    """A job's reply from its future, or {"error": message} when the worker reported an error."""
+    try:
+        return fut.result()
+    except WorkerError as exc:
+        return {"error": exc.message}
+
+
 class Worker:
     """A long-lived child process serving requests in order (one at a time)."""
 
