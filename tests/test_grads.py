@@ -74,8 +74,8 @@ def check_table(report: dict, n_vars: int, training: bool = True) -> None:
         assert v["status"] in ("parity", "mismatch"), (b, v.get("error"))
         assert len(v["variables"]) == n_vars and not v["unconnected"]
         # the same function differentiated: where tf_keras's own gradient is stable under a 1e-6 change of the
-        # inputs, every backend's gradient points the same way as tf_keras's
-        stable = [r for r in v["variables"] if r["reference_sensitivity"] < 1e-3 and r["ref_max_abs"] > 1e-6]
+        # inputs (probed by the standalone check only), every backend's gradient points the same way as tf_keras's
+        stable = [r for r in v["variables"] if r.get("reference_sensitivity", 0.0) < 1e-3 and r["ref_max_abs"] > 1e-6]
         assert stable and min(r["cosine"] for r in stable) > 0.999, (b, v["top_divergent"])
         assert abs(v["loss"] - g["reference"]["loss"]) < 1e-4 * max(1.0, abs(g["reference"]["loss"]))
 
@@ -111,7 +111,9 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     _record("lstm_dropout", report)
     check_table(report, 8)  # two LSTMs (kernel, recurrent_kernel, bias) and the Dense
     g = report["gradients"]
-    assert g["loss"] == ["categorical_crossentropy"] and g["loss_source"] == "training_config"
+    # with the training step (--fit-steps defaults to 1 with --grads), its own gradients are the ones compared
+    assert g["from"] == "training step" and "sensitivity" not in g["reference"]
+    assert g["loss"] == ["categorical_crossentropy"] and g["loss_source"].startswith("the training step's compiled")
     assert any("lstm" in n for n in g["derandomized"]) and any("recurrent" in n for n in g["notes"])
     assert g["verdict"] == "parity" and report["exit_code"] == 0, {b: v["top_divergent"][:2]
                                                                    for b, v in g["backends"].items()}
@@ -124,3 +126,20 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     assert again["gradients"]["verdict"] == "parity" and again["training"]["status"] == "parity"
     for b, v in again["gradients"]["backends"].items():
         assert v["max_abs"] == g["backends"][b]["max_abs"]
+    # the standalone check (no training step) differentiates the same loss on the same batch: the same verdict,
+    # gradients within float32 rounding of the step's, and tf_keras's input-sensitivity probe
+    alone = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True, fit_steps=0), pool=pool)
+    a = alone["gradients"]
+    assert a["from"] == "standalone differentiation" and a["verdict"] == "parity" and "training" not in alone
+    assert a["reference"]["sensitivity"]["max_rel_l2"] < 1e-3
+    assert abs(a["reference"]["loss"] - g["reference"]["loss"]) < 1e-6
+    for b, v in a["backends"].items():
+        assert v["max_rel_l2"] < 1e-5 and g["backends"][b]["max_rel_l2"] < 1e-5
+    # a mismatch of the training step's gradients (here forced by a tolerance below float32 rounding) is checked
+    # again by the standalone differentiation, whose section (with the sensitivity probe) is the one reported
+    strict = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True, grad_rtol=1e-12,
+                                  grad_atol=1e-30), pool=pool)
+    s = strict["gradients"]
+    assert s["from"] == "standalone differentiation (the training step's gradients gave mismatch)", s["from"]
+    assert s["verdict"] == "mismatch" and "sensitivity" in s["reference"] and strict["exit_code"] == 1
+    assert strict["training"]["status"] == "parity"

@@ -147,16 +147,36 @@ def gradient_jobs(job: Job, report: dict[str, Any], keras: Path, verify: tuple[s
 def gradient_section(job: Job, report: dict[str, Any], done: dict[str, list[Any]], ctx: dict[str, Any]
                      ) -> dict[str, Any]:
     """Fill report["gradients"] from the replies of gradient_jobs' jobs; returns it."""
-    t0, verify, golden, rt, at = ctx["t0"], ctx["verify"], ctx["golden"], ctx["rt"], ctx["at"]
+    replies = {b: reply_or_error(done[b][-1]) for b in ctx["verify"]}
+    return build_section(job, report, replies, reply_or_error(done["tensorflow"][0]) if ctx["golden"] else None,
+                         ctx)
+
+
+def step_context(t0: float, report: dict[str, Any], verify: tuple[str, ...], losses: list[Any], loss: str | None,
+                 targets: Path | None, rtol: float | None, atol: float | None) -> dict[str, Any]:
+    """build_section's context for the gradients a training step computed (trainchecks.py, workers/stepgrads.py):
+    the compiled loss of the fit steps on the fit steps' batch."""
+    return {"t0": t0, "verify": verify,
+            "golden": report.get("reference", {}).get("kind") == "keras2-tf_keras",
+            "rt": GRAD_RTOL if rtol is None else rtol, "at": GRAD_ATOL if atol is None else atol,
+            "losses": [loss] * len(losses) if loss else losses,
+            "source": "--loss, as the training step minimises it" if loss else
+            "the training step's compiled loss (training_config; loss weights and regularisation losses included)",
+            "training": True, "targets": str(targets) if targets else "seeded", "from": "training step",
+            "tol_source": "default" if rtol is None and atol is None else "user"}
+
+
+def build_section(job: Job, report: dict[str, Any], replies: dict[str, dict[str, Any]], ref: dict[str, Any] | None,
+                  ctx: dict[str, Any]) -> dict[str, Any]:
+    """Fill report["gradients"] from each backend's reply and tf_keras's (None: no Keras 2 reference)."""
+    t0, golden, rt, at = ctx["t0"], ctx["golden"], ctx["rt"], ctx["at"]
     losses, source, training = ctx["losses"], ctx["source"], ctx["training"]
-    replies: dict[str, Any] = {}
-    for b in verify:
-        replies[b] = reply_or_error(done[b][-1])
-    section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": "seeded", "training": training,
+    section: dict[str, Any] = {"loss": losses, "loss_source": source, "targets": ctx.get("targets", "seeded"),
+                               "training": training, "from": ctx.get("from", "standalone differentiation"),
                                "tolerance": {"rtol": rt, "atol": at,
                                              "source": ctx["tol_source"]}}
     if golden:
-        ref = reply_or_error(done["tensorflow"][0])
+        assert ref is not None
         got = {"error": ref["error"]} if "error" in ref else {"loss": ref["loss"],
                                                                "from": report["reference"].get("from")}
         section["reference"] = {"kind": "keras2-tf_keras", **got}

@@ -1,42 +1,93 @@
 """`--grads` and `--fit-steps` in one round of worker jobs: the gradient and the training jobs of every backend
 are queued together, so the backends run them side by side as the pool allows (one backend per core, within
-the memory budget) instead of the training steps waiting, one backend after another, for the gradients."""
+the memory budget) instead of the training steps waiting, one backend after another, for the gradients.
+
+With both, and a tf_keras reference that trains, the gradient check reads the first training step's own
+gradients (workers/stepgrads.py) instead of differentiating the model a second time: one backward pass per
+backend, one XLA compile on jax. Where that path gives no verdict to trust as is (a side without a training step,
+or a gradient mismatch, which deserves the input-sensitivity probe), the standalone check runs after it and its
+section replaces the first."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .workers.pool import reply_or_error
+
+MIXED = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
+
+
+def step_grads_apply(job: Any, report: dict[str, Any], training_config: dict[str, Any] | None) -> bool:
+    """Can the training steps stand in for the gradient check? Same mode (training), a file compiled with an
+    optimizer, a Keras 2 reference that trains from the file itself (not rebuilt from --src), and no loss scaling
+    (its gradients are scaled)."""
+    opts = job.opts
+    return bool(opts.grads and opts.fit_steps and opts.grads_training
+                and (training_config or {}).get("optimizer_config")
+                and report.get("reference", {}).get("kind") == "keras2-tf_keras"
+                and not ({"golden_config", "build_fn"} & set(job.golden_args))
+                and not (set(report.get("dtype_policies") or ()) & set(MIXED)))
 
 
 def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
                         outputs: list[np.ndarray], training_config: dict[str, Any] | None, weight_bytes: int,
                         losses: list[Any]) -> None:
     """Fill report["gradients"] (opts.grads) and report["training"] (opts.fit_steps) from one pool round."""
-    from .gradients import gradient_jobs, gradient_section
+    from .gradients import build_section, gradient_jobs, gradient_section, step_context
     from .optimizer.parity import fit_jobs, fit_section
 
     opts = job.opts
+    shared = step_grads_apply(job, report, training_config)
     halves: list[tuple[dict[str, list[Any]], Any]] = []
-    if opts.grads:
+
+    def standalone() -> tuple[dict[str, list[Any]], Any]:
         jobs, ctx = gradient_jobs(job, report, keras, verify, outputs, training_config, opts.loss, opts.grad_rtol,
                                   opts.grad_atol, opts.grads_training)
-        halves.append((jobs, lambda done, ctx=ctx: gradient_section(job, report, done, ctx)))
+        return jobs, lambda done, ctx=ctx: gradient_section(job, report, done, ctx)
+
+    if opts.grads and not shared:
+        halves.append(standalone())
     if opts.fit_steps:
-        jobs, ctx = fit_jobs(job, report, verify, outputs, keras, opts.fit_steps, opts.targets, opts.loss, losses)
+        jobs, ctx = fit_jobs(job, report, verify, outputs, keras, opts.fit_steps, opts.targets, opts.loss, losses,
+                             step_grads=shared)
         halves.append((jobs, lambda done, ctx=ctx: fit_section(job, report, done, ctx)))
     if not halves:
         return
+    t0 = time.perf_counter()
+    done = _run(job, halves, weight_bytes)
+    if not shared:
+        return
+    fits = {b: reply_or_error(done[b][-1]) for b in verify}
+    ref = reply_or_error(done["tensorflow"][0])
+    if all("grads" in r for r in (ref, *fits.values())):
+        section = build_section(job, report, {b: r["grads"] for b, r in fits.items()}, ref["grads"],
+                                step_context(t0, report, verify, losses, opts.loss, opts.targets, opts.grad_rtol,
+                                             opts.grad_atol))
+        if section["verdict"] == "parity":
+            return
+        why = f"the training step's gradients gave {section['verdict']}"
+    else:
+        why = "a side ran no training step"
+    _run(job, [standalone()], weight_bytes)
+    report["gradients"]["from"] = f"standalone differentiation ({why})"
+
+
+def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes: int) -> dict[str, list[Any]]:
+    """One pool round for every half's jobs; each half then reads back its own futures, in the order it queued."""
     merged: dict[str, list[Any]] = {}
     for jobs, _ in halves:  # tensorflow's list first: it is the longest (tf_keras reference + its own)
         for role, js in jobs.items():
             merged.setdefault(role, []).extend(js)
     done = job.pool.run(merged, weight_bytes)
     offset = {role: 0 for role in merged}
-    for jobs, collect in halves:  # each half reads back its own futures, in the order it queued them
+    for jobs, collect in halves:
         mine = {}
         for role, js in jobs.items():
             mine[role] = done[role][offset[role]:offset[role] + len(js)]
             offset[role] += len(js)
         collect(mine)
+    return done

@@ -96,10 +96,11 @@ def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.nd
 
 
 def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs: list[np.ndarray],
-             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any]
-             ) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any],
+             step_grads: bool = False) -> tuple[dict[str, list[Any]], dict[str, Any]]:
     """The worker jobs of `--fit-steps` (the tf_keras reference first on the tensorflow worker, every backend's
-    steps side by side as the pool allows) and what fit_section needs to read their replies."""
+    steps side by side as the pool allows) and what fit_section needs to read their replies. With `step_grads`
+    every side also saves its first step's gradients (the gradient check's, trainchecks.py)."""
     ys = load_targets(targets, outputs) if targets else make_targets(outputs, losses)
     np.savez(job.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
     common = {"inputs": job.npz("inputs"), "targets": job.npz("fit-targets"), "steps": steps, "loss": loss}
@@ -110,15 +111,18 @@ def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs:
     report["training"] = section
 
     def golden(w: Any) -> Any:
-        return w.call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"), **common, **job.golden_args)
+        return w.call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"), **common, **job.golden_args,
+                      **({"grads_out": job.npz("grads-golden")} if step_grads else {}))
 
     def k3(b: str) -> Any:
         return lambda w: w.call("fit", keras=str(keras_path), weights_out=job.npz(f"fit-{b}"),
-                                state_out=job.npz(f"state-{b}"), modules=job.modules, **common)
+                                state_out=job.npz(f"state-{b}"), modules=job.modules, **common,
+                                **({"grads_out": job.npz(f"grads-{b}")} if step_grads else {}))
 
     jobs: dict[str, list[Any]] = {"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in verify else [])],
                                   **{b: [k3(b)] for b in verify if b != "tensorflow"}}
-    job.progress(f"--fit-steps {steps}: tf_keras and " + ", ".join(verify))
+    job.progress(f"--fit-steps {steps}{' (and --grads, from its first step)' if step_grads else ''}: tf_keras and "
+                 + ", ".join(verify))
     return jobs, {"verify": verify}
 
 

@@ -9,6 +9,7 @@ sides compute the deterministic training graph (BatchNormalization still uses ba
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -67,13 +68,28 @@ def _load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
     return (xs[0] if len(xs) == 1 else xs), (ys[0] if len(ys) == 1 else ys)
 
 
-def _steps(model: Any, x: Any, y: Any, n: int) -> list[float]:
+def _steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[float]:
     losses = []
-    for _ in range(n):
+    for i in range(n):
         model.reset_metrics()
+        t0 = time.perf_counter()
         logs = model.train_on_batch(x, y, return_dict=True)
         losses.append(float(np.asarray(logs["loss"])))
+        if i == 0 and after_first is not None:
+            after_first(time.perf_counter() - t0)
     return losses
+
+
+def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[Any], names: list[str],
+                     loss: float, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
+    """Save the first step's gradients as workers/grads.py saves its own, and the reply's `grads` entry."""
+    from .child import _save_arrays
+
+    arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
+    _save_arrays(path, arrays, prefix="g")
+    return {"names": names, "shapes": [list(a.shape) for a in arrays],
+            "none": [n for n, g in zip(names, grads) if g is None], "loss": loss, "grad_seconds": seconds,
+            "from": "training step", **extra}
 
 
 def _save(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
@@ -93,13 +109,31 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
                                   for i, v in enumerate(opt.variables)})
     x, y = _load_batch(req)
-    losses = _steps(model, x, y, int(req["steps"]))
+    step_grads, spy = {}, None
+    if req.get("grads_out"):
+        from .grads import _notes
+        from .stepgrads import StepGrads
+
+        spy = StepGrads(keras, model)
+        policy = getattr(getattr(model, "dtype_policy", None), "name", None)
+        layers = list(model._flatten_layers(include_self=False))
+
+        def after_first(seconds: float) -> None:
+            step_grads["seconds"] = seconds
+            step_grads["grads"] = spy.take(keras.ops.convert_to_numpy)
+
+    losses = _steps(model, x, y, int(req["steps"]), after_first if spy else None)
     names, arrays = _layer_weights(model, keras.ops.convert_to_numpy)
     _save(req["weights_out"], names, arrays)
     inner = getattr(opt, "inner_optimizer", opt)
-    return {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
-            "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
-                keras.ops.convert_to_numpy(inner.iterations)))}
+    reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
+             "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
+                 keras.ops.convert_to_numpy(inner.iterations)))}
+    if spy is not None:
+        reply["grads"] = _save_step_grads(req["grads_out"], step_grads["grads"], spy.variables,
+                                          [v.path for v in spy.variables], losses[0], step_grads["seconds"],
+                                          {"derandomized": noise, "notes": _notes(layers, policy, True)})
+    return reply
 
 
 def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
@@ -140,12 +174,22 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     source = "tf_keras" if loaded else None
     if not loaded and _restore_by_name(req["h5"], variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
-    losses = _steps(model, x, y, int(req["steps"]))
+    spy, step_seconds = None, []
+    if req.get("grads_out"):
+        from .stepgrads import GoldenStepGrads
+
+        spy = GoldenStepGrads(model)
+    losses = _steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
     names, arrays = _layer_weights(model, np.asarray)
     _save(req["weights_out"], names, arrays)
-    return {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
-            "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
-            "iterations_after": int(np.asarray(inner.iterations))}
+    reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
+             "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
+             "iterations_after": int(np.asarray(inner.iterations))}
+    if spy is not None:
+        reply["grads"] = _save_step_grads(req["grads_out"], spy.take(), spy.variables,
+                                          [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
+                                          {"derandomized": noise, "keras_version": tf_keras.__version__})
+    return reply
 
 
 def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:
