@@ -4,9 +4,8 @@ the memory budget) instead of the training steps waiting, one backend after anot
 
 With both, and a tf_keras reference that trains, the gradient check reads the first training step's own
 gradients (workers/stepgrads.py) instead of differentiating the model a second time: one backward pass per
-backend, one XLA compile on jax. Where that path gives no verdict to trust as is (a side without a training step,
-or a gradient mismatch, which deserves the input-sensitivity probe), the standalone check runs after it and its
-section replaces the first."""
+backend, one XLA compile on jax. A mismatch then gets tf_keras's input-sensitivity probe of that same step (one
+more tf_keras step on nudged inputs); a side that ran no training step gets the standalone check instead."""
 
 from __future__ import annotations
 
@@ -67,13 +66,35 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
         section = build_section(job, report, {b: r["grads"] for b, r in fits.items()}, ref["grads"],
                                 step_context(t0, report, verify, losses, opts.loss, opts.targets, opts.grad_rtol,
                                              opts.grad_atol))
-        if section["verdict"] == "parity":
-            return
-        why = f"the training step's gradients gave {section['verdict']}"
-    else:
-        why = "a side ran no training step"
+        if section["verdict"] == "mismatch":
+            _probe(job, report, verify, losses, opts, ref, fits, weight_bytes, t0)
+        return
     _run(job, [standalone()], weight_bytes)
-    report["gradients"]["from"] = f"standalone differentiation ({why})"
+    report["gradients"]["from"] = "standalone differentiation (a side ran no training step)"
+
+
+def _probe(job: Any, report: dict[str, Any], verify: tuple[str, ...], losses: list[Any], opts: Any,
+           ref: dict[str, Any], fits: dict[str, dict[str, Any]], weight_bytes: int, t0: float) -> None:
+    """A mismatch of the step's gradients: is it the model's own conditioning? tf_keras takes the same step on
+    inputs changed by SENSITIVITY_EPS (relative); how far its gradients move is the reference sensitivity, and the
+    section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the ill-conditioned note)."""
+    from .gradients import build_section, step_context
+    from .workers.grads import SENSITIVITY_EPS, _rel_l2
+
+    def nudged(w: Any) -> Any:
+        return w.call("fit_golden", h5=str(job.h5), inputs=job.npz("inputs"), targets=job.npz("fit-targets"),
+                      steps=1, loss=opts.loss, nudge=SENSITIVITY_EPS, weights_out=job.npz("fit-ref-nudged"),
+                      grads_out=job.npz("grads-golden-nudged"), **job.golden_args)
+
+    job.progress("--grads: the gradients differ; probing tf_keras's own sensitivity to a 1e-6 input change")
+    got = reply_or_error(job.pool.run({"tensorflow": [nudged]}, weight_bytes)["tensorflow"][0])
+    if "grads" not in got:
+        return
+    n = len(ref["grads"]["names"])
+    with np.load(job.npz("grads-golden")) as a, np.load(job.npz("grads-golden-nudged")) as b:
+        sens = [_rel_l2(b[f"g{i}"], a[f"g{i}"]) for i in range(n)]
+    build_section(job, report, {b: r["grads"] for b, r in fits.items()}, {**ref["grads"], "sensitivity": sens},
+                  step_context(t0, report, verify, losses, opts.loss, opts.targets, opts.grad_rtol, opts.grad_atol))
 
 
 def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes: int) -> dict[str, list[Any]]:
