@@ -34,7 +34,10 @@ def _f(x: float) -> float:
     return float(x) if np.isfinite(x) else float("inf")
 
 
-def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, index: int = 0) -> OutputStats:
+def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, index: int = 0,
+                   output: bool = True) -> OutputStats:
+    """Error figures of `got` against `ref`. `output=False` (weights, gradients) skips what only means something
+    for a model output: the argmax agreement and the spread of the reference across the batch."""
     if got.shape != ref.shape:
         return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
                            float("inf"), None, f"shape {list(got.shape)} != reference {list(ref.shape)}")
@@ -44,9 +47,12 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     if (nan_g != nan_r).any():
         return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
                            float("inf"), None, "NaN pattern differs")
-    ok = ~nan_r
-    diff = np.abs(g - r)[ok]
-    mag = np.abs(r)[ok]
+    diff = np.subtract(g, r, out=g)  # in place: weights and gradients of 25M elements are compared too
+    np.abs(diff, out=diff)
+    mag = np.abs(r)
+    if nan_r.any():
+        diff, mag = diff[~nan_r], mag[~nan_r]
+    diff, mag = diff.ravel(), mag.ravel()
     max_abs = float(diff.max()) if diff.size else 0.0
     sel = mag > REL_FLOOR
     max_rel = float((diff[sel] / mag[sel]).max()) if sel.any() else 0.0
@@ -62,10 +68,13 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     else:
         min_rtol = 0.0
     min_atol = float(max(0.0, (diff - rtol * mag).max())) if diff.size else 0.0
-    agree = None
-    if r.ndim >= 2 and r.shape[-1] > 1 and np.issubdtype(ref.dtype, np.floating):
+    agree = spread = None
+    if output:
+        g = got.astype(np.float64)
+    if output and r.ndim >= 2 and r.shape[-1] > 1 and np.issubdtype(ref.dtype, np.floating):
         agree = float(np.mean(np.argmax(g, -1) == np.argmax(r, -1)) * 100.0)
-    spread = float(np.nanmax(np.ptp(r, axis=0))) if r.ndim >= 1 and r.shape[0] > 1 and r.size else None
+    if output and r.ndim >= 1 and r.shape[0] > 1 and r.size:
+        spread = float(np.nanmax(np.ptp(r, axis=0)))
     note = None
     if spread == 0.0:
         # e.g. a quantized model fed N(0, 1) noise far below its input scale: every row gives the same output

@@ -88,7 +88,7 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
                 f"vs {len(ref)} variables or shapes differ"}
     rows = []
     for name, rname, g, r in zip(names, ref_names, got, ref):
-        s = compare_arrays(g, r, rtol, atol)
+        s = compare_arrays(g, r, rtol, atol, output=False)
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         nr = float(np.linalg.norm(r64))
         rel_l2 = float(np.linalg.norm(g64 - r64) / nr) if nr > 0 else (0.0 if not g64.any() else float("inf"))
@@ -100,11 +100,7 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
     first = next((r for r in rows if not r["allclose"]), None)
     top = sorted(rows, key=lambda r: -r["rel_l2"])[:TOP]
     ok = first is None
-    numeric = "parity" if ok else None
-    if not ok and sensitivity is not None:  # every mismatch as large as tf_keras's own sensitivity at most
-        within = all(r["allclose"] or r["rel_l2"] <= SENSITIVITY_K * r["reference_sensitivity"] for r in rows)
-        numeric = "within_reference_sensitivity" if within else "mismatch"
-    return {"status": "parity" if ok else "mismatch", "numeric_verdict": numeric,
+    return {"status": "parity" if ok else "mismatch", "numeric_verdict": _numeric(rows, sensitivity is not None),
             "max_abs": max((r["max_abs"] for r in rows), default=0.0),
             "max_rel": max((r["max_rel"] for r in rows), default=0.0),
             "max_rel_l2": max((r["rel_l2"] for r in rows), default=0.0),
@@ -112,6 +108,46 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
             "first_divergent_variable": first["variable"] if first else None,
             "top_divergent": [{k: r[k] for k in ("variable", "rel_l2", "max_abs", "cosine")} for r in top],
             "variables": rows}
+
+
+def _numeric(rows: list[dict[str, Any]], probed: bool) -> str | None:
+    if all(r["allclose"] for r in rows):
+        return "parity"
+    if not probed:
+        return None
+    # every mismatch as large as tf_keras's own sensitivity at most
+    within = all(r["allclose"] or r["rel_l2"] <= SENSITIVITY_K * r["reference_sensitivity"] for r in rows)
+    return "within_reference_sensitivity" if within else "mismatch"
+
+
+def add_sensitivity(section: dict[str, Any], ref_names: list[str], sens: list[float]) -> None:
+    """Give a built section tf_keras's input sensitivity per variable (probed after the fact: trainchecks.py)
+    without comparing the gradients again."""
+    for row in section.get("backends", {}).values():
+        if "variables" in row:
+            for r, v in zip(row["variables"], sens):
+                r["reference_sensitivity"] = v
+            row["numeric_verdict"] = _numeric(row["variables"], True)
+    _sensitivity_summary(section, ref_names, sens)
+    _overall_numeric(section)
+
+
+def _sensitivity_summary(section: dict[str, Any], ref_names: list[str], sens: list[float]) -> None:
+    i = int(np.argmax(sens))
+    section["reference"]["sensitivity"] = {"input_change": 1e-6, "max_rel_l2": sens[i], "variable": ref_names[i]}
+    if sens[i] > ILL_CONDITIONED:
+        section["notes"].append(f"ill-conditioned: a 1e-6 relative change of the inputs moves tf_keras's own "
+                                f"gradient of '{ref_names[i]}' by {sens[i]:.3g} (relative L2); backends that "
+                                "round differently cannot agree closer (typical: BatchNormalization in training "
+                                "mode over few values per channel)")
+
+
+def _overall_numeric(section: dict[str, Any]) -> None:
+    backends = section["backends"]
+    statuses = {v["status"] for v in backends.values()}
+    nums = {v.get("numeric_verdict") for v in backends.values()}
+    section["numeric_verdict"] = None if "error" in statuses else "mismatch" if "mismatch" in nums else \
+        "within_reference_sensitivity" if "within_reference_sensitivity" in nums else "parity"
 
 
 def gradient_jobs(job: Job, report: dict[str, Any], keras: Path, verify: tuple[str, ...],
@@ -199,13 +235,7 @@ def build_section(job: Job, report: dict[str, Any], replies: dict[str, dict[str,
     section["notes"] = sorted(set().union(*(r.get("notes", []) for r in replies.values() if "error" not in r)))
     sens = ref.get("sensitivity")
     if sens:
-        i = int(np.argmax(sens))
-        section["reference"]["sensitivity"] = {"input_change": 1e-6, "max_rel_l2": sens[i], "variable": ref["names"][i]}
-        if sens[i] > ILL_CONDITIONED:
-            section["notes"].append(f"ill-conditioned: a 1e-6 relative change of the inputs moves tf_keras's own "
-                                    f"gradient of '{ref['names'][i]}' by {sens[i]:.3g} (relative L2); backends that "
-                                    "round differently cannot agree closer (typical: BatchNormalization in training "
-                                    "mode over few values per channel)")
+        _sensitivity_summary(section, ref["names"], sens)
     backends = {}
     for b, r in replies.items():
         if "error" in r:
@@ -219,9 +249,7 @@ def build_section(job: Job, report: dict[str, Any], replies: dict[str, dict[str,
     section["backends"] = backends
     statuses = {v["status"] for v in backends.values()}
     section["verdict"] = "error" if "error" in statuses else "mismatch" if "mismatch" in statuses else "parity"
-    nums = {v.get("numeric_verdict") for v in backends.values()}
-    section["numeric_verdict"] = None if "error" in statuses else "mismatch" if "mismatch" in nums else \
-        "within_reference_sensitivity" if "within_reference_sensitivity" in nums else "parity"
+    _overall_numeric(section)
     section["seconds"] = round(time.perf_counter() - t0, 3)
     report["gradients"] = section
     return section

@@ -67,18 +67,18 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
                                 step_context(t0, report, verify, losses, opts.loss, opts.targets, opts.grad_rtol,
                                              opts.grad_atol))
         if section["verdict"] == "mismatch":
-            _probe(job, report, verify, losses, opts, ref, fits, weight_bytes, t0)
+            _probe(job, report, opts, ref, weight_bytes, t0)
         return
     _run(job, [standalone()], weight_bytes)
     report["gradients"]["from"] = "standalone differentiation (a side ran no training step)"
 
 
-def _probe(job: Any, report: dict[str, Any], verify: tuple[str, ...], losses: list[Any], opts: Any,
-           ref: dict[str, Any], fits: dict[str, dict[str, Any]], weight_bytes: int, t0: float) -> None:
+def _probe(job: Any, report: dict[str, Any], opts: Any, ref: dict[str, Any], weight_bytes: int, t0: float
+           ) -> None:
     """A mismatch of the step's gradients: is it the model's own conditioning? tf_keras takes the same step on
     inputs changed by SENSITIVITY_EPS (relative); how far its gradients move is the reference sensitivity, and the
     section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the ill-conditioned note)."""
-    from .gradients import build_section, step_context
+    from .gradients import add_sensitivity
     from .workers.grads import SENSITIVITY_EPS, _rel_l2
 
     def nudged(w: Any) -> Any:
@@ -93,8 +93,8 @@ def _probe(job: Any, report: dict[str, Any], verify: tuple[str, ...], losses: li
     n = len(ref["grads"]["names"])
     with np.load(job.npz("grads-golden")) as a, np.load(job.npz("grads-golden-nudged")) as b:
         sens = [_rel_l2(b[f"g{i}"], a[f"g{i}"]) for i in range(n)]
-    build_section(job, report, {b: r["grads"] for b, r in fits.items()}, {**ref["grads"], "sensitivity": sens},
-                  step_context(t0, report, verify, losses, opts.loss, opts.targets, opts.grad_rtol, opts.grad_atol))
+    add_sensitivity(report["gradients"], ref["grads"]["names"], sens)
+    report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
 
 
 def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes: int) -> dict[str, list[Any]]:

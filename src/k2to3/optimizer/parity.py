@@ -78,7 +78,7 @@ def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.nd
     rows, first = [], None
     worst_abs = worst_rel = min_atol = 0.0
     for name, g, r in zip(got["weight_names"], got_w, ref_w):
-        s = compare_arrays(g, r, rtol, atol)
+        s = compare_arrays(g, r, rtol, atol, output=False)
         worst_abs, worst_rel, min_atol = max(worst_abs, s.max_abs), max(worst_rel, s.max_rel), max(min_atol,
                                                                                                   s.min_atol)
         if not s.allclose and first is None:
