@@ -77,7 +77,7 @@ def _cosine(g: np.ndarray, r: np.ndarray) -> float | None:
         return 1.0
     if ng == 0.0 or nr == 0.0:
         return 0.0
-    return float(np.dot(g.ravel(), r.ravel()) / (ng * nr))
+    return float(np.dot(g, r) / (ng * nr))
 
 
 def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str], ref: list[np.ndarray],
@@ -89,11 +89,13 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
     rows = []
     for name, rname, g, r in zip(names, ref_names, got, ref):
         s = compare_arrays(g, r, rtol, atol, output=False)
-        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        g64, r64 = g.astype(np.float64).ravel(), r.astype(np.float64).ravel()
         nr = float(np.linalg.norm(r64))
-        rel_l2 = float(np.linalg.norm(g64 - r64) / nr) if nr > 0 else (0.0 if not g64.any() else float("inf"))
+        cosine = _cosine(g64, r64)
+        rel_l2 = float(np.linalg.norm(np.subtract(g64, r64, out=g64)) / nr) if nr > 0 else \
+            (0.0 if s.max_abs == 0 else float("inf"))
         rows.append({"variable": name, "reference_variable": rname, "shape": list(r.shape), "max_abs": s.max_abs,
-                     "max_rel": s.max_rel, "cosine": _cosine(g64, r64), "rel_l2": rel_l2, "allclose": s.allclose,
+                     "max_rel": s.max_rel, "cosine": cosine, "rel_l2": rel_l2, "allclose": s.allclose,
                      "min_atol": s.min_atol, "ref_max_abs": float(np.abs(r64).max()) if r.size else 0.0})
         if sensitivity is not None:
             rows[-1]["reference_sensitivity"] = sensitivity[len(rows) - 1]

@@ -145,6 +145,7 @@ def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ct
         return
     with np.load(job.npz("fit-ref")) as z:
         ref_w = [z[f"w{i}"] for i in range(len(z.files))]
+    saved: dict[str, np.ndarray] = {}  # the file's slots, read once for every backend
     for b in verify:
         got = reply_or_error(done[b][-1])
         if "error" in got:
@@ -157,13 +158,15 @@ def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ct
             got_w = [z[f"w{i}"] for i in range(len(z.files))]
         section["backends"][b] = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
         section["backends"][b]["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"),
-                                                                     job.npz(f"state-{b}"))
+                                                                     job.npz(f"state-{b}"), saved)
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else "mismatch"
 
 
-def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str) -> dict[str, Any] | None:
-    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit?"""
+def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str,
+                    saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
+    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
+    the file's slots between calls (filled by the first)."""
     from ..h5safe import open_checked, read_dataset
 
     slots = (optimizer or {}).get("slots")
@@ -171,11 +174,13 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str) 
         return None
     with np.load(state_npz) as z:
         loaded = {k: z[k] for k in z.files}
-    f = open_checked(h5)
-    try:
-        saved = {n: read_dataset(f, f"optimizer_weights/{n}") for n in slots}
-    finally:
-        f.close()
+    saved = {} if saved is None else saved
+    if not saved:
+        f = open_checked(h5)
+        try:
+            saved.update({n: read_dataset(f, f"optimizer_weights/{n}") for n in slots})
+        finally:
+            f.close()
     equal = [n for n, i in slots.items() if f"v{i}" in loaded and
              np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
                             np.asarray(saved[n], np.float64).reshape(-1))]
