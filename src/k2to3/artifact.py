@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,7 +211,37 @@ def _weights(f: Any) -> tuple[list[str], dict[str, list[WeightEntry]]]:
     return layer_names, weights
 
 
+_MEMO: dict[tuple[str, bool, int, int], LegacyArtifact] | None = None
+
+
+@contextlib.contextmanager
+def memo_reads() -> Iterator[None]:
+    """Within the block, read_artifact returns the same object for the same unchanged file: audit's static
+    verdict asks for one file's config from four places (pairs, multi-GPU detection, the config itself), each
+    an HDF5 open and a walk of every weight group. Callers in the block must not change what they get."""
+    global _MEMO
+    prev, _MEMO = _MEMO, {}
+    try:
+        yield
+    finally:
+        _MEMO = prev
+
+
 def read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArtifact:
+    if _MEMO is not None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            st = None
+        if st is not None:
+            key = (str(path), weights_only_ok, st.st_size, st.st_mtime_ns)
+            if key not in _MEMO:
+                _MEMO[key] = _read_artifact(path, weights_only_ok)
+            return _MEMO[key]
+    return _read_artifact(path, weights_only_ok)
+
+
+def _read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArtifact:
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file", hint="check the path")

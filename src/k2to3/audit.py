@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .artifact import file_sha256, read_artifact, read_keras_config, sniff
+from .artifact import file_sha256, memo_reads, read_artifact, read_keras_config, sniff
 from .errors import K2to3Error
 from .source.extract import SourceIndex, index_sources
 from .source.files import SKIP_DIRS, Config
@@ -139,6 +139,12 @@ def _resolve(index: SourceIndex, model_config: dict[str, Any], training_config: 
 
 def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None,
                    memo: dict[str, Any] | None = None) -> dict[str, Any]:
+    with memo_reads():  # one HDF5 read per file, not four
+        return _static_verdict(path, defs, index, memo)
+
+
+def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None,
+                    memo: dict[str, Any] | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
     try:
         if row["kind"] == "hdf5":
