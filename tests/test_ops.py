@@ -19,13 +19,17 @@ BACKENDS = ("tensorflow", "torch", "jax")
 
 @pytest.fixture(scope="module")
 def diff_results() -> dict[str, dict]:
+    procs = {}
+    for b in BACKENDS:  # side by side, one thread each: the probe is mostly imports and small ops
+        env = {**os.environ, "KERAS_BACKEND": b, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "",
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        procs[b] = subprocess.Popen([sys.executable, str(ROOT / "tests" / "op_diff_probe.py")],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     out = {}
-    for b in BACKENDS:
-        env = {**os.environ, "KERAS_BACKEND": b, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
-        r = subprocess.run([sys.executable, str(ROOT / "tests" / "op_diff_probe.py")], capture_output=True,
-                           text=True, env=env, timeout=900)
-        assert r.returncode == 0, r.stderr[-2000:]
-        out[b] = json.loads(r.stdout.strip().splitlines()[-1])
+    for b, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, stderr[-2000:]
+        out[b] = json.loads(stdout.strip().splitlines()[-1])
     return out
 
 
