@@ -147,3 +147,15 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     assert sens["max_rel_l2"] == pytest.approx(a["reference"]["sensitivity"]["max_rel_l2"], rel=1e-3)
     assert all("reference_sensitivity" in r for v in s["backends"].values() for r in v["variables"])
     assert strict["training"]["status"] == "parity"
+
+
+def test_training_mismatch_within_the_gradients_sensitivity_is_said_so():
+    from k2to3.trainchecks import _explain_training
+
+    report = {"training": {"status": "mismatch"}, "gradients": {"numeric_verdict": "within_reference_sensitivity"}}
+    _explain_training(report)
+    assert report["training"]["numeric_verdict"] == "within_reference_sensitivity"
+    assert "ill-conditioned" in report["training"]["note"]
+    real = {"training": {"status": "mismatch"}, "gradients": {"numeric_verdict": "mismatch"}}
+    _explain_training(real)
+    assert "numeric_verdict" not in real["training"] and "note" not in real["training"]
