@@ -198,3 +198,23 @@ def test_add_weight_positionals_become_keras2_keywords():
     out, _ = fix_source(src)
     assert 'self.add_weight(name="w", shape=(input_shape[-1],), dtype=None, initializer="ones")  # keep me' in out
     assert 'other.add_weight("x", (1,))' in out and fix_source(out) == (out, 0)
+
+
+def test_attribute_uses_ignore_strings_comments_and_imports():
+    """fix skips libcst's unused-import analysis only for names still used as `name.attr` in code."""
+    from k2to3.source.fix import _attribute_uses
+
+    assert _attribute_uses("import tensorflow as tf\nx = tf.zeros(3)\n", {"tf"}) == {"tf"}
+    assert _attribute_uses("import tensorflow as tf\n# tf.zeros\ns = 'tf.x'\ny = a.tf.b\n", {"tf"}) == set()
+    assert _attribute_uses("import tensorflow.keras\nfrom tensorflow.keras import layers\n", {"tensorflow"}) == set()
+    assert _attribute_uses("import tensorflow\nx = (1,\n  tensorflow.nn)\n", {"tensorflow"}) == {"tensorflow"}
+    assert _attribute_uses("import tensorflow as tf; y = tf.ones(1)\n", {"tf"}) == {"tf"}
+
+
+def test_fix_still_drops_a_tf_import_it_made_unused():
+    from k2to3.source.fix import fix_source
+
+    new, n = fix_source("import tensorflow as tf\n\n\ndef f(x):\n    return tf.reduce_mean(x, 1)\n")
+    assert n and "import tensorflow" not in new and "keras.ops.mean(x, 1)" in new
+    kept, _ = fix_source("import tensorflow as tf\n\n\ndef f(x):\n    return tf.reduce_mean(x, 1) + tf.foo(x)\n")
+    assert "import tensorflow as tf" in kept
