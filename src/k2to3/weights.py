@@ -9,6 +9,7 @@ layers and variables are used through their Keras 3 attributes.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ class Ledger:
     reshaped: list[str] = field(default_factory=list)
     nonfinite: list[str] = field(default_factory=list)  # weights holding NaN or Inf (restored as stored)
     converted: list[str] = field(default_factory=list)  # weight layouts converted (e.g. cuDNN RNNs, K2T450)
+    sliced: int = 0  # tensors read and assigned by slices (large ones: Restorer.assign_in_slices)
 
     @property
     def complete(self) -> bool:
@@ -54,6 +56,22 @@ def legacy_weights(layer: Any) -> list[Any]:
 
 def _is_model(layer: Any) -> bool:
     return hasattr(layer, "layers") and hasattr(layer, "inputs")
+
+
+# Datasets from this size up are read and assigned by slices (Restorer.assign_in_slices); K2TO3_SLICED_BYTES
+# lowers it (the tests run every dataset of a small model through the sliced path).
+SLICED_BYTES = int(os.environ.get("K2TO3_SLICED_BYTES", 64 << 20))
+SLICE_BYTES = min(16 << 20, SLICED_BYTES)
+
+
+def _nonfinite(ds: Any) -> bool:
+    """Any NaN/Inf in a float dataset, read by slices of the first axis when it is large."""
+    if ds.dtype.kind != "f":
+        return False
+    if ds.ndim == 0 or ds.nbytes < SLICED_BYTES:
+        return not np.isfinite(np.asarray(ds)).all()
+    rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
+    return any(not np.isfinite(ds[i:i + rows]).all() for i in range(0, ds.shape[0], rows))
 
 
 class _FileValues(dict):
@@ -100,12 +118,32 @@ class Restorer:
                 hint="the layer config and the saved weights disagree; report it with the file",
             )
         var.assign(value.astype(var.dtype) if str(value.dtype) != str(var.dtype) else value)
+        self._record(var, entry, int(value.size))
+
+    def _record(self, var: Any, entry: WeightEntry, size: int) -> None:
         self.assigned.add(id(var))
         self.pairs[entry.h5path] = var
         self.ledger.tensors_restored += 1
-        self.ledger.params_restored += int(value.size)
+        self.ledger.params_restored += size
         if _base(entry.name) != _base(var.path if hasattr(var, "path") else var.name):
             self.ledger.name_mismatches.append(f"{entry.name} -> {getattr(var, 'path', var.name)}")
+
+    def assign_in_slices(self, var: Any, entry: WeightEntry, f: Any) -> bool:
+        """A large dataset of the variable's own shape and dtype, assigned slice by slice of its first axis into
+        a TensorFlow variable (the build worker's): the whole array read from the file, the tensor made from it
+        and the variable are never alive at once (VGG16's 411 MB fc1 kernel was, three times over). False, and
+        nothing assigned, for anything else."""
+        ds = f[entry.h5path]
+        target = getattr(var, "value", None)
+        if ds.nbytes < SLICED_BYTES or ds.ndim == 0 or tuple(ds.shape) != tuple(var.shape) \
+                or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow"):
+            return False
+        rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
+        for i in range(0, ds.shape[0], rows):
+            target[i:i + rows].assign(ds[i:i + rows])
+        self._record(var, entry, int(np.prod(ds.shape)))
+        self.ledger.sliced += 1
+        return True
 
     def legacy_layout(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray],
                       where: str) -> list[WeightEntry]:
@@ -175,7 +213,9 @@ class Restorer:
             pool = {b: [t for t in targets if _base(getattr(t, "path", t.name)) == b] for b in set(tbases)}
             targets = [pool[b].pop(0) for b in ebases]
         for var, entry in zip(targets, entries):
-            self.assign(var, entry, values[entry.h5path], where)
+            f = getattr(values, "f", None)  # the open file behind _FileValues; none for converted layouts
+            if f is None or entry.h5path in values or not self.assign_in_slices(var, entry, f):
+                self.assign(var, entry, values[entry.h5path], where)
 
     def nested(self, model: Any, entries: list[WeightEntry], values: dict[str, np.ndarray], where: str) -> None:
         inner = {}
@@ -227,10 +267,8 @@ class Restorer:
         values = _FileValues(f)
         for entries in self.artifact.weights.values():
             for e in entries:
-                v = values[e.h5path]
-                if v.dtype.kind == "f" and not np.isfinite(v).all():
+                if _nonfinite(f[e.h5path]):
                     self.ledger.nonfinite.append(e.h5path)
-                del v
         self.ledger.tensors_expected = self.artifact.n_tensors
         self.ledger.params_expected = self.artifact.n_params
         for orig, target in self.transforms.items():  # layouts Keras 2's loader converted (upgrade/cudnn.py)
