@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from .optimizer.parity import MIXED
 from .workers.pool import reply_or_error
-
-MIXED = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 
 
 def step_grads_apply(job: Any, report: dict[str, Any], training_config: dict[str, Any] | None) -> bool:
@@ -29,7 +28,7 @@ def step_grads_apply(job: Any, report: dict[str, Any], training_config: dict[str
                 and (training_config or {}).get("optimizer_config")
                 and report.get("reference", {}).get("kind") == "keras2-tf_keras"
                 and not ({"golden_config", "build_fn"} & set(job.golden_args))
-                and not (set(report.get("dtype_policies") or ()) & set(MIXED)))
+                and not (set(report.get("dtype_policies") or ()) & MIXED))
 
 
 def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: tuple[str, ...],

@@ -64,14 +64,20 @@ SLICED_BYTES = int(os.environ.get("K2TO3_SLICED_BYTES", 64 << 20))
 SLICE_BYTES = min(16 << 20, SLICED_BYTES)
 
 
+def _slices(ds: Any) -> range:
+    """Start rows of SLICE_BYTES slices of a dataset's first axis."""
+    rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
+    return range(0, ds.shape[0], rows)
+
+
 def _nonfinite(ds: Any) -> bool:
     """Any NaN/Inf in a float dataset, read by slices of the first axis when it is large."""
     if ds.dtype.kind != "f":
         return False
     if ds.ndim == 0 or ds.nbytes < SLICED_BYTES:
         return not np.isfinite(np.asarray(ds)).all()
-    rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
-    return any(not np.isfinite(ds[i:i + rows]).all() for i in range(0, ds.shape[0], rows))
+    starts = _slices(ds)
+    return any(not np.isfinite(ds[i:i + starts.step]).all() for i in starts)
 
 
 class _FileValues(dict):
@@ -138,9 +144,9 @@ class Restorer:
         if ds.nbytes < SLICED_BYTES or ds.ndim == 0 or tuple(ds.shape) != tuple(var.shape) \
                 or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow"):
             return False
-        rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
-        for i in range(0, ds.shape[0], rows):
-            target[i:i + rows].assign(ds[i:i + rows])
+        starts = _slices(ds)
+        for i in starts:
+            target[i:i + starts.step].assign(ds[i:i + starts.step])
         self._record(var, entry, int(np.prod(ds.shape)))
         self.ledger.sliced += 1
         return True

@@ -68,14 +68,6 @@ def _load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
     return (xs[0] if len(xs) == 1 else xs), (ys[0] if len(ys) == 1 else ys)
 
 
-def _nudge(x: Any, eps: float) -> Any:
-    """The float inputs scaled by (1 + eps), a few float32 ulps for eps = 1e-6."""
-    def one(a: np.ndarray) -> np.ndarray:
-        return a * np.asarray(1 + eps, a.dtype) if np.issubdtype(a.dtype, np.floating) else a
-
-    return [one(a) for a in x] if isinstance(x, list) else one(x)
-
-
 def _steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[float]:
     losses = []
     for i in range(n):
@@ -176,7 +168,9 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     model.run_eagerly = True
     x, y = _load_batch(req)
     if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (trainchecks.py)
-        x = _nudge(x, float(req["nudge"]))
+        from .grads import nudge
+
+        x = nudge(x, float(req["nudge"]))
     opt = model.optimizer
     inner = getattr(opt, "inner_optimizer", opt)
     variables = inner.variables() if callable(inner.variables) else inner.variables

@@ -27,6 +27,14 @@ RNN_ATTRS = ("dropout", "recurrent_dropout")  # RNN cells
 SENSITIVITY_EPS = 1e-6
 
 
+def nudge(x: Any, eps: float) -> Any:
+    """The float inputs (an array or a list of them) scaled by (1 + eps), a few float32 ulps for eps = 1e-6."""
+    def one(a: np.ndarray) -> np.ndarray:
+        return a * np.asarray(1 + eps, a.dtype) if np.issubdtype(a.dtype, np.floating) else a
+
+    return [one(a) for a in x] if isinstance(x, list) else one(x)
+
+
 def _derandomize(layers: list[Any]) -> list[str]:
     """Make training-time randomness the identity; returns the layers changed."""
     changed = []
@@ -165,9 +173,7 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     t2 = time.perf_counter()
     # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
     # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
-    nudged, _ = differentiate(_model_input([xi * np.asarray(1 + SENSITIVITY_EPS, xi.dtype)
-                                            if np.issubdtype(xi.dtype, np.floating) else xi
-                                            for xi in _load_inputs(req["inputs"])]))
+    nudged, _ = differentiate(_model_input(nudge(_load_inputs(req["inputs"]), SENSITIVITY_EPS)))
     _save_arrays(req["out"], arrays, prefix="g")
     return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
             "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
