@@ -169,21 +169,55 @@ def test_eager_forward_frees_intermediates_with_the_same_outputs(backend):
 
 @pytest.mark.slow
 def test_sliced_restore_gives_the_same_weights(tmp_path, monkeypatch):
-    """Large datasets are read and assigned by slices of their first axis (weights.Restorer.assign_in_slices).
-    K2TO3_SLICED_BYTES=16 sends every dataset of 16 bytes or more through that path, by slices of one row, for
-    three small models (nested and shared layers, a BatchNormalization with a (1, 1, C) gamma reshaped, an
-    LSTM): the restored weights hash the same, with parity."""
+    """Large tensors move by slices of their first axis everywhere a worker holds weights: k2to3's restore
+    (weights.Restorer.assign_in_slices), Keras 3's save of the .keras and its load in each backend, and
+    tf_keras's golden load (workers/lean.py). K2TO3_SLICED_BYTES=16 sends every dataset of 16 bytes or more
+    through those paths, by slices of one row, for three small models (nested and shared layers, a
+    BatchNormalization with a (1, 1, C) gamma reshaped, an LSTM): every backend's loaded weights hash the same
+    as the whole-array restore's, the saved weights files hold the same datasets, with parity."""
+    import zipfile
+
+    import h5py
+    import numpy as np
+
     from k2to3.convert import Options, convert
+
+    def datasets(keras_file):
+        out = {}
+        with zipfile.ZipFile(keras_file) as zf, zf.open("model.weights.h5") as fh, h5py.File(fh, "r") as f:
+            f.visititems(lambda name, obj: out.__setitem__(name, np.asarray(obj)) if isinstance(obj, h5py.Dataset)
+                         else None)
+        return out
 
     reports = {}
     for name in ("fm03_nested_shared.h5", "fm21_bn_virtual_batch_size.h5", "embedding_lstm.h5"):
         plain = convert(Options(src=H5 / name, out=tmp_path / f"plain-{name}.keras", backends=("tensorflow",)))
         monkeypatch.setenv("K2TO3_SLICED_BYTES", "16")
-        sliced = convert(Options(src=H5 / name, out=tmp_path / f"sliced-{name}.keras", backends=("tensorflow",)))
+        sliced = convert(Options(src=H5 / name, out=tmp_path / f"sliced-{name}.keras"))
         monkeypatch.delenv("K2TO3_SLICED_BYTES")
         assert sliced["verdict"] == plain["verdict"] == "parity", name
         assert sliced["build"]["weight_hash"] == plain["build"]["weight_hash"], name
+        assert {b: r["weight_hash"] for b, r in sliced["backends"].items()} == \
+            dict.fromkeys(("tensorflow", "torch", "jax"), plain["build"]["weight_hash"]), name
         assert sliced["ledger"]["params_restored"] == plain["ledger"]["params_restored"]
         assert sliced["ledger"]["sliced"] > 0 and plain["ledger"]["sliced"] == 0, name
+        a, b = datasets(tmp_path / f"plain-{name}.keras"), datasets(tmp_path / f"sliced-{name}.keras")
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
         reports[name] = sliced
     assert reports
+
+
+def test_chunked_weight_hash_is_the_whole_arrays_hash():
+    """A large variable is hashed slice by slice of its first axis (workers/lean.py): the same digest as the
+    whole array, and a different one when a slice is missing, reordered or has another shape."""
+    import numpy as np
+
+    from k2to3.weights import Chunked, weight_hash
+
+    a = np.arange(5 * 3 * 2, dtype="float32").reshape(5, 3, 2)
+    b = np.ones((4,), dtype="float32")
+    whole = weight_hash([a, b])
+    assert weight_hash([Chunked(a.shape, [a[:2], a[2:4], a[4:]]), b]) == whole
+    assert weight_hash([Chunked(a.shape, [a[:2], a[4:]]), b]) != whole
+    assert weight_hash([Chunked(a.shape, [a[2:], a[:2]]), b]) != whole
+    assert weight_hash([Chunked((5, 6), [a.reshape(5, 6)]), b]) != whole

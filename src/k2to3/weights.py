@@ -12,7 +12,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -140,13 +140,14 @@ class Restorer:
         and the variable are never alive at once (VGG16's 411 MB fc1 kernel was, three times over). False, and
         nothing assigned, for anything else."""
         ds = f[entry.h5path]
-        target = getattr(var, "value", None)
+        target = getattr(var, "_value", None)  # the tf.Variable itself (var.value may be an autocast copy)
         if ds.nbytes < SLICED_BYTES or ds.ndim == 0 or tuple(ds.shape) != tuple(var.shape) \
-                or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow"):
+                or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow") \
+                or not hasattr(target, "handle"):
             return False
-        starts = _slices(ds)
-        for i in starts:
-            target[i:i + starts.step].assign(ds[i:i + starts.step])
+        from .workers.lean import Big, tf_fill  # only a tensorflow worker gets here
+
+        tf_fill(target, Big(ds).slices())
         self._record(var, entry, int(np.prod(ds.shape)))
         self.ledger.sliced += 1
         return True
@@ -321,7 +322,16 @@ def weight_hash(arrays: Iterable[np.ndarray]) -> str:
     in place (no `tobytes` copy) when it already is contiguous little-endian float32."""
     h = hashlib.sha256()
     for a in arrays:
-        a = np.asarray(a)
-        h.update(str(a.shape).encode())
-        h.update(np.ascontiguousarray(a, dtype="<f4").reshape(-1).view(np.uint8))
+        chunks: Iterable[Any] = a.chunks if isinstance(a, Chunked) else [a]
+        h.update(str(a.shape if isinstance(a, Chunked) else np.asarray(a).shape).encode())
+        for c in chunks:
+            h.update(np.ascontiguousarray(c, dtype="<f4").reshape(-1).view(np.uint8))
     return h.hexdigest()
+
+
+class Chunked(NamedTuple):
+    """A large array given to weight_hash as consecutive slices of its first axis (C order: the same bytes,
+    the same hash), so that no whole copy of it is made."""
+
+    shape: tuple[int, ...]
+    chunks: Iterable[np.ndarray]

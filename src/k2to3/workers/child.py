@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import K2to3Error
 from ..weights import weight_hash
-from . import memory
+from . import lean, memory
 
 SEED = 1234
 
@@ -178,14 +178,14 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         from .optstate import migrate
 
         optimizer = migrate(keras, model, artifact, pairs)
-    with _weights_on_disk(req["out"]):
+    with _weights_on_disk(req["out"]), lean.keras3_saving():
         model.save(req["out"])
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
                     "dtype": str(t.dtype)} for t in model.inputs],
         "ledger": ledger.to_dict(),
         # a generator: one variable's numpy copy at a time, not a second copy of the whole model
-        "weight_hash": weight_hash(np.asarray(w.numpy()) for w in model.weights),
+        "weight_hash": weight_hash(lean.hashable(keras, w) for w in model.weights),
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
@@ -257,8 +257,9 @@ def _constant_initializers(keras: Any):
     names = ("uniform", "normal", "truncated_normal")
     saved = {n: getattr(rnd, n) for n in names}
 
-    def zeros(shape, *args, dtype=None, **kwargs):  # numpy: jnp.zeros would compile per shape too
-        return np.zeros(tuple(shape), dtype=keras.backend.standardize_dtype(dtype or "float32"))
+    def zeros(shape, *args, dtype=None, **kwargs):  # not jnp.zeros: it would compile per shape too
+        # no page resident until the restore writes it (torch, jax): keras's own numpy -> tensor path copies
+        return lean.lazy_zeros(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
 
     for n in names:
         setattr(rnd, n, zeros)
@@ -294,7 +295,7 @@ def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
     keras = _k3()
     _import_modules(req)
     t0 = time.perf_counter()
-    with _constant_initializers(keras), _weights_on_disk(req["keras"]):
+    with _constant_initializers(keras), _weights_on_disk(req["keras"]), lean.keras3_loading():
         model = keras.saving.load_model(req["keras"], safe_mode=True)
     return keras, model, time.perf_counter() - t0
 
@@ -302,11 +303,11 @@ def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     keras, model, t_load = load_keras(req)
     # Generators: one variable's numpy copy at a time, not a second copy of the whole model.
-    total = weight_hash(np.asarray(keras.ops.convert_to_numpy(w)) for w in model.weights)
+    total = weight_hash(lean.hashable(keras, w) for w in model.weights)
     per_layer = {}
     for layer in model.layers:
         if layer.weights:
-            per_layer[layer.name] = weight_hash(np.asarray(keras.ops.convert_to_numpy(w)) for w in layer.weights)
+            per_layer[layer.name] = weight_hash(lean.hashable(keras, w) for w in layer.weights)
     xs = _load_inputs(req["inputs"])
     t1 = time.perf_counter()
     outs = _flat_numpy(keras, _forward(keras, model, xs))
@@ -356,6 +357,11 @@ def _tf_keras_objects() -> dict[str, Any]:
     return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS}
 
 def _golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
+    with lean.tf_keras_loading():  # large arrays by slices: tf_keras reads all of them before assigning any
+        return _load_golden(tf_keras, req)
+
+
+def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
     user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
     bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""

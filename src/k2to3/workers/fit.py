@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from . import lean
+
 # attribute -> layer classes (by name; tf_keras and Keras 3 share them) whose training-time noise it controls
 _NOISE = {"rate": ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
                    "AlphaDropout"),
@@ -152,12 +154,13 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     if not req.get("trust_bytecode"):
         _refuse_bytecode(req["h5"])
     kwargs = {"custom_objects": _tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
-    try:
-        model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
-    except ValueError:
-        if not req.get("loss"):
-            raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
-        model = _load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
+    with lean.tf_keras_loading():  # large arrays by slices, as the golden load
+        try:
+            model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
+        except ValueError:
+            if not req.get("loss"):
+                raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
+            model = _load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
     if getattr(model, "optimizer", None) is None:
         return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
     if req.get("loss"):

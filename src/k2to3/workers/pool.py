@@ -101,7 +101,7 @@ class Worker:
         self.kind = kind
         # Memory figures from the child's replies (MB): idle_rss after imports / after each job, peak_rss the
         # largest job peak. Shared with the pool, so they outlive a worker it shuts down.
-        self.stats: dict[str, float] = stats if stats is not None else {}
+        self.stats: dict[str, Any] = stats if stats is not None else {}
         self.log_path = log_dir / f"worker-{kind}{'-legacy' if legacy else ''}-{id(self):x}.log"
         self._home = tempfile.mkdtemp(prefix=f"k2to3-keras-home-{kind}-")
         self._lock = threading.Lock()
@@ -156,6 +156,9 @@ class Worker:
         reply = json.loads(line)
         mem = reply.get("memory") or {}
         self._note_memory(mem.get("idle_rss_mb"), mem.get("peak_rss_mb"))
+        if mem.get("peak_rss_mb"):
+            by_op = self.stats.setdefault("peak_by_op_mb", {})
+            by_op[op] = max(by_op.get(op, 0.0), mem["peak_rss_mb"])
         if not reply.get("ok"):
             raise WorkerError(self.kind, reply.get("error", "unknown error"), reply.get("traceback", ""),
                               reply.get("code"))
@@ -236,7 +239,7 @@ class Pool:
             self.budget_source = "--max-memory"
         else:
             self.max_memory, self.budget_source = default_budget()
-        self.stats: dict[str, dict[str, float]] = {}  # role -> memory figures (MB), kept across restarts
+        self.stats: dict[str, dict[str, Any]] = {}  # role -> memory figures (MB), kept across restarts
         self._factor: dict[str, float] = {}  # role -> learned job bytes per weight byte
         self.schedule: list[dict[str, Any]] = []  # the last run(): when each role's jobs started and ended
         self.cores = cores()
@@ -285,6 +288,7 @@ class Pool:
         roles = self.roles()
         for st in self.stats.values():  # the report's peaks are this job's (a warm pool serves many)
             st.pop("peak_rss_mb", None)
+            st.pop("peak_by_op_mb", None)
         self.get("tensorflow")
         if len(roles) <= self.max_parallel and self.fits(roles, weight_bytes):
             for role in roles:
@@ -414,8 +418,8 @@ class Pool:
             "sequential": all(not e["concurrent"] for e in self.schedule),
             "cores": self.cores,
             "max_parallel": self.max_parallel,
-            "workers": {r: {k: self.stats[r][k] for k in ("peak_rss_mb", "idle_rss_mb") if k in self.stats[r]}
-                        for r in roles},
+            "workers": {r: {k: self.stats[r][k] for k in ("peak_rss_mb", "idle_rss_mb", "peak_by_op_mb")
+                            if k in self.stats[r]} for r in roles},
             "parent_peak_rss_mb": round(memory.peak_rss_bytes() / mb, 1),
         }
 

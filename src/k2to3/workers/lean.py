@@ -1,0 +1,287 @@
+"""Moving large weights without whole copies, inside a worker (backend code lives here, in the workers).
+
+Keras 3 loads a variable as `v.assign(store[key])`: the store reads the dataset whole into a numpy array,
+the backend makes a tensor from it, and the variable keeps its own buffer, so the largest variable is alive
+two or three times over (VGG16's fc1 kernel is 411 MB, 78% of the model). Saving is the mirror image, and
+tf_keras's HDF5 loader reads every array of the model before it assigns any. Inside these context managers a
+dataset of SLICED_BYTES or more travels as a `Big` (the open dataset, not its values) and is written into the
+variable slice by slice of its first axis:
+
+  tensorflow  the tf.Variable's slices are assigned in place;
+  torch       the parameter's slices are copied into in place;
+  jax         arrays are immutable: the slices fill one 64-byte-aligned buffer, which the CPU client then
+              adopts without a copy.
+
+The values are the file's bytes either way (the tests compare weight hashes with the whole-array path). Any
+other use of a `Big` (`np.asarray(big)`) reads it whole, as before: correct, only not lean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..weights import SLICED_BYTES, Chunked, _slices
+
+
+class Big:
+    """A large dataset of an open HDF5 file, read only when it is assigned."""
+
+    def __init__(self, ds: Any):
+        self.ds = ds
+        self.shape = tuple(ds.shape)
+        self.dtype = ds.dtype
+        self.ndim = ds.ndim
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.ds[()]
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def slices(self) -> Iterator[tuple[slice, np.ndarray]]:
+        starts = _slices(self.ds)
+        for i in starts:
+            sl = slice(i, i + starts.step)
+            yield sl, self.ds[sl]
+
+
+def is_big(ds: Any) -> bool:
+    import h5py
+
+    return isinstance(ds, h5py.Dataset) and ds.ndim > 0 and ds.shape[0] > 1 and ds.dtype.kind == "f" \
+        and ds.nbytes >= SLICED_BYTES and "dtype" not in ds.attrs  # a bfloat16 dataset is read by Keras's path
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: Any, align: int = 64) -> np.ndarray:
+    """An uninitialised array whose buffer starts on `align` bytes: jax's CPU client adopts such a buffer
+    (device_put without a copy) and copies any other. Pages are only resident once written."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.empty(n + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def aligned_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Zeros that cost no memory until written (calloc'd pages), aligned for jax to adopt."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape)) * dtype.itemsize
+    raw = np.zeros(n + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    return raw[off:off + n].view(dtype).reshape(shape)
+
+
+def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> Any:
+    """A zero tensor of the running backend that costs no resident memory until written where the backend
+    allows it: torch shares calloc'd numpy pages, jax adopts them; tensorflow has its own buffer (one copy)."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend in ("torch", "jax") and _kind(dtype) not in "fiub":  # bfloat16: torch.from_numpy refuses it
+        return keras.ops.zeros(shape, dtype)
+    if backend == "torch":
+        import torch
+
+        return torch.from_numpy(aligned_zeros(shape, dtype))
+    if backend == "jax":
+        import jax
+
+        return jax.device_put(aligned_zeros(shape, dtype))
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.zeros(shape, dtype)
+    return np.zeros(shape, dtype)
+
+
+def _kind(dtype: Any) -> str:
+    try:
+        return np.dtype(dtype).kind
+    except TypeError:
+        return "?"
+
+
+def _fill_keras3(var: Any, big: Big) -> bool:
+    """Write `big` into a Keras 3 variable of the running backend; False when its shape or dtype differs
+    (the caller then takes Keras's own path)."""
+    import keras
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+
+    dtype = np.dtype(keras.backend.standardize_dtype(var.dtype))
+    if big.shape != tuple(var.shape) or big.dtype != dtype or in_stateless_scope():
+        return False
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        tf_fill(var._value, big.slices())  # the tf.Variable itself (var.value may be an autocast copy)
+    elif backend == "torch":
+        import torch
+
+        with torch.no_grad():
+            target = var.value
+            for sl, chunk in big.slices():
+                target[sl].copy_(torch.from_numpy(chunk))
+    elif backend == "jax":
+        import jax
+
+        buf = aligned_empty(big.shape, dtype)
+        for sl, chunk in big.slices():
+            buf[sl] = chunk
+        var._direct_assign(jax.device_put(buf))  # adopted, not copied: the buffer is aligned
+    else:
+        return False
+    return True
+
+
+@contextmanager
+def keras3_loading() -> Iterator[None]:
+    """keras.saving.load_model with large datasets assigned by slices (see the module docstring)."""
+    import keras
+    from keras.src.saving import saving_lib
+
+    store_get = saving_lib.H5IOStore.__getitem__
+    var_cls = keras.src.backend.Variable
+    assign = var_cls.assign
+
+    def getitem(self: Any, key: str) -> Any:
+        ds = saving_lib.safe_get_h5_dataset(self._h5_entry_group, key)  # Keras's own safety checks first
+        return Big(ds) if is_big(ds) else store_get(self, key)
+
+    def lean_assign(self: Any, value: Any) -> Any:
+        if isinstance(value, Big):
+            if _fill_keras3(self, value):
+                return self.value
+            value = np.asarray(value)
+        return assign(self, value)
+
+    with ExitStack() as stack:
+        stack.enter_context(_patched(saving_lib.H5IOStore, "__getitem__", getitem))
+        stack.enter_context(_patched(var_cls, "assign", lean_assign))
+        yield
+
+
+@contextmanager
+def keras3_saving() -> Iterator[None]:
+    """model.save with a large variable written into its dataset slice by slice (one numpy copy of the whole
+    variable otherwise). The dataset is created as Keras creates it (contiguous, uncompressed)."""
+    import keras
+    from keras.src.saving import saving_lib
+
+    store_set = saving_lib.H5IOStore.__setitem__
+
+    def setitem(self: Any, key: str, value: Any) -> None:
+        if not _big_variable(keras, value) or self.mode != "w":
+            return store_set(self, key, value)
+        if not self._h5_entry_initialized:
+            self._create_h5_group(self._h5_entry_path)
+        dtype = np.dtype(keras.backend.standardize_dtype(value.dtype))
+        ds = self._h5_entry_group.create_dataset(key, shape=tuple(value.shape), dtype=dtype)
+        for sl, chunk in variable_slices(keras, value):
+            ds[sl] = chunk
+
+    with _patched(saving_lib.H5IOStore, "__setitem__", setitem):
+        yield
+
+
+def _big_variable(keras: Any, v: Any) -> bool:
+    if not isinstance(v, keras.Variable) or len(v.shape) == 0 or int(v.shape[0]) < 2:
+        return False
+    dtype = np.dtype(keras.backend.standardize_dtype(v.dtype)) if v.dtype != "bfloat16" else None
+    return dtype is not None and dtype.kind == "f" and int(np.prod(v.shape)) * dtype.itemsize >= SLICED_BYTES
+
+
+def variable_slices(keras: Any, v: Any) -> Iterator[tuple[slice, np.ndarray]]:
+    """(rows, numpy copy of those rows) of a Keras 3 variable, SLICE_BYTES at a time."""
+    shape = tuple(int(d) for d in v.shape)
+    itemsize = np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize
+    from ..weights import SLICE_BYTES
+
+    rows = max(1, SLICE_BYTES // max(1, int(np.prod(shape[1:])) * itemsize))
+    value = v.value
+    for i in range(0, shape[0], rows):
+        yield slice(i, i + rows), np.asarray(keras.ops.convert_to_numpy(value[i:i + rows]))
+
+
+def hashable(keras: Any, v: Any) -> Any:
+    """What weights.weight_hash takes for a Keras 3 variable: the array, or its slices when it is large (the
+    same bytes in the same order, so the same hash)."""
+    if _big_variable(keras, v):
+        return Chunked(tuple(int(d) for d in v.shape), (c for _, c in variable_slices(keras, v)))
+    return np.asarray(keras.ops.convert_to_numpy(v))
+
+
+@contextmanager
+def tf_keras_loading() -> Iterator[None]:
+    """tf_keras's HDF5 weight loader with large datasets kept in the file until they are assigned, then
+    assigned by slices: it reads every array of the model before it assigns the first (batch_set_value)."""
+    from tf_keras.src import backend as k2_backend
+    from tf_keras.src.saving.legacy import hdf5_format
+
+    batch_set = k2_backend.batch_set_value
+
+    def lean_subset(f: Any) -> list[Any]:
+        names = hdf5_format.load_attributes_from_hdf5_group(f, "weight_names")
+        return [Big(f[n]) if is_big(f[n]) else np.asarray(f[n]) for n in names]
+
+    def lean_batch_set(tuples: Any) -> None:
+        rest = []
+        for x, value in tuples:
+            if isinstance(value, Big) and _fill_tf_variable(x, value):
+                continue
+            rest.append((x, value))
+        batch_set(rest)
+
+    def zeros(self: Any, shape: Any, a: Any = 0.0, b: Any = 1.0, dtype: Any = None, nonce: Any = None) -> Any:
+        import tensorflow as tf
+
+        return tf.zeros(shape, dtype=dtype or k2_backend.floatx())
+
+    with ExitStack() as stack:
+        # Random initial values are drawn and then overwritten by the file's: VGG16's took 1.4 GB at the peak
+        # (2.6 copies of its weights). Zeros instead; the loader fails on any layer whose weights the file
+        # does not have, so none of them survives into the golden model.
+        for name in ("random_uniform", "random_normal", "truncated_normal"):
+            stack.enter_context(_patched(k2_backend.RandomGenerator, name, zeros))
+        stack.enter_context(_patched(hdf5_format, "load_subset_weights_from_hdf5_group", lean_subset))
+        stack.enter_context(_patched(k2_backend, "batch_set_value", lean_batch_set))
+        yield
+
+
+def _fill_tf_variable(x: Any, big: Big) -> bool:
+    import tensorflow as tf
+
+    if not tf.executing_eagerly() or tuple(x.shape) != big.shape or np.dtype(x.dtype.as_numpy_dtype) != big.dtype:
+        return False
+    tf_fill(x, big.slices())
+    return True
+
+
+def tf_fill(variable: Any, slices: Iterator[tuple[slice, np.ndarray]]) -> None:
+    """variable[rows] = chunk for each (rows, chunk), in place, into a tf.Variable. Not `variable[a:b].assign`:
+    that reads the variable first, and the read tensor shares its buffer, so each update copies all of it
+    (copy-on-write). A strided assign also turns on the variable's copy-on-read mode, in which every later
+    read (each predict) copies the whole variable; turned off again once it is filled. On VGG16's fc1 kernel
+    the two cost 440 MB and 380 MB more, and twice the time."""
+    import tensorflow as tf
+
+    rest = [int(d) for d in variable.shape[1:]]
+    for rows, chunk in slices:
+        tf.raw_ops.ResourceStridedSliceAssign(
+            ref=variable.handle, begin=[rows.start, *[0] * len(rest)], end=[rows.start + len(chunk), *rest],
+            strides=[1] * (1 + len(rest)), value=chunk)
+    tf.raw_ops.DisableCopyOnRead(resource=variable.handle)
+
+
+@contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    had = name in vars(owner)
+    saved = vars(owner).get(name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if had:
+            setattr(owner, name, saved)
+        else:
+            delattr(owner, name)
