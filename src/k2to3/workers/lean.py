@@ -28,7 +28,7 @@ from ..weights import SLICED_BYTES, Chunked, _slices
 
 
 class Big:
-    """A large dataset of an open HDF5 file, read only when it is assigned."""
+    """A dataset of an open HDF5 file, read only when it is assigned (by slices when is_big)."""
 
     def __init__(self, ds: Any):
         self.ds = ds
@@ -213,24 +213,34 @@ def hashable(keras: Any, v: Any) -> Any:
 
 @contextmanager
 def tf_keras_loading() -> Iterator[None]:
-    """tf_keras's HDF5 weight loader with large datasets kept in the file until they are assigned, then
-    assigned by slices: it reads every array of the model before it assigns the first (batch_set_value)."""
+    """tf_keras's HDF5 weight loader with every float dataset kept in the file until its variable is assigned
+    (tf_keras reads all the model's arrays before it assigns the first: one more copy of the weights at the
+    peak), the large ones then assigned by slices."""
     from tf_keras.src import backend as k2_backend
     from tf_keras.src.saving.legacy import hdf5_format
 
     batch_set = k2_backend.batch_set_value
+    preprocess = hdf5_format.preprocess_weights_for_loading
 
     def lean_subset(f: Any) -> list[Any]:
         names = hdf5_format.load_attributes_from_hdf5_group(f, "weight_names")
-        return [Big(f[n]) if is_big(f[n]) else np.asarray(f[n]) for n in names]
+        return [Big(f[n]) if _deferrable(f[n]) else np.asarray(f[n]) for n in names]
+
+    def lean_preprocess(layer: Any, weights: list[Any], *args: Any, **kwargs: Any) -> list[Any]:
+        # Most layers pass through unchanged; a conversion (Keras 1, cuDNN) that does more with an array than
+        # numpy functions (which read a Big through __array__) fails on a Big and gets the arrays instead.
+        try:
+            return preprocess(layer, weights, *args, **kwargs)
+        except Exception:
+            return preprocess(layer, [np.asarray(w) if isinstance(w, Big) else w for w in weights], *args, **kwargs)
 
     def lean_batch_set(tuples: Any) -> None:
-        rest = []
-        for x, value in tuples:
-            if isinstance(value, Big) and _fill_tf_variable(x, value):
-                continue
-            rest.append((x, value))
-        batch_set(rest)
+        for x, value in tuples:  # one array read at a time, and dropped once assigned
+            if isinstance(value, Big):
+                if is_big(value.ds) and _fill_tf_variable(x, value):
+                    continue
+                value = np.asarray(value)
+            batch_set([(x, value)])
 
     def zeros(self: Any, shape: Any, a: Any = 0.0, b: Any = 1.0, dtype: Any = None, nonce: Any = None) -> Any:
         import tensorflow as tf
@@ -244,8 +254,15 @@ def tf_keras_loading() -> Iterator[None]:
         for name in ("random_uniform", "random_normal", "truncated_normal"):
             stack.enter_context(_patched(k2_backend.RandomGenerator, name, zeros))
         stack.enter_context(_patched(hdf5_format, "load_subset_weights_from_hdf5_group", lean_subset))
+        stack.enter_context(_patched(hdf5_format, "preprocess_weights_for_loading", lean_preprocess))
         stack.enter_context(_patched(k2_backend, "batch_set_value", lean_batch_set))
         yield
+
+
+def _deferrable(ds: Any) -> bool:
+    import h5py
+
+    return isinstance(ds, h5py.Dataset) and ds.dtype.kind == "f" and "dtype" not in ds.attrs
 
 
 def _fill_tf_variable(x: Any, big: Big) -> bool:
