@@ -137,6 +137,9 @@ def test_mismatch_names_first_divergent_layer(pool, tmp_path):
     for v in bad.values():
         assert v["first_divergent_layer"]["layer"] in {"lstm", "gru", "simple_rnn", "bidirectional", "dense"}
         assert v["layer_errors"]
+    for b, w in report["memory"]["workers"].items():  # the round's jobs only: the per-layer probe ran after it
+        assert "verify" in w["peak_by_op_mb"] and max(w["peak_by_op_mb"].values()) <= w["peak_rss_mb"], b
+    assert "golden" in report["memory"]["workers"]["tensorflow"]["peak_by_op_mb"]
 
 
 def test_input_file_is_used(pool, tmp_path):

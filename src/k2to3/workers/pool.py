@@ -6,6 +6,7 @@ The child keeps its stdout for the protocol only (library chatter goes to its lo
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -418,7 +419,8 @@ class Pool:
             "sequential": all(not e["concurrent"] for e in self.schedule),
             "cores": self.cores,
             "max_parallel": self.max_parallel,
-            "workers": {r: {k: self.stats[r][k] for k in ("peak_rss_mb", "idle_rss_mb", "peak_by_op_mb")
+            # copied: the diagnostics of a mismatch (per-layer probe, float64 rerun) run later jobs
+            "workers": {r: {k: copy.copy(self.stats[r][k]) for k in ("peak_rss_mb", "idle_rss_mb", "peak_by_op_mb")
                             if k in self.stats[r]} for r in roles},
             "parent_peak_rss_mb": round(memory.peak_rss_bytes() / mb, 1),
         }
