@@ -144,7 +144,9 @@ def k2to3(work: Path, model: Path = MODEL, *extra: str, env: dict[str, str] | No
     with PeakMemory() as mem:
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(model), "-o", str(out), "--force",
-                            "--json", *extra], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})},
+                            "--json", *extra], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+                                                    # cold: jax's compilation cache would make later runs faster
+                                                    "K2TO3_JAX_CACHE": "off", **(env or {})},
                            capture_output=True, text=True)
         wall = time.perf_counter() - t0
     if r.returncode != 0:

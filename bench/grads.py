@@ -48,6 +48,9 @@ def main() -> None:
     if not MODEL.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-c", MAKE, str(MODEL)], check=True)
+    # Cold, as a first conversion: jax's persistent compilation cache would serve later runs the compiled
+    # predict and training step (docs/convert.md#jax-compilation-cache).
+    os.environ["K2TO3_JAX_CACHE"] = "off"
     from k2to3.convert import Options, convert
     from k2to3.workers.pool import Pool
 

@@ -221,3 +221,28 @@ def test_chunked_weight_hash_is_the_whole_arrays_hash():
     assert weight_hash([Chunked(a.shape, [a[:2], a[4:]]), b]) != whole
     assert weight_hash([Chunked(a.shape, [a[2:], a[:2]]), b]) != whole
     assert weight_hash([Chunked((5, 6), [a.reshape(5, 6)]), b]) != whole
+
+
+def test_jax_compilation_cache_per_machine_and_off_switch(tmp_path, monkeypatch):
+    """The jax worker keeps jax's persistent compilation cache in K2TO3_CACHE_DIR/jax/<machine-cpu>/ (every
+    program here: JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0), a second conversion is served from it with the
+    same numbers, and K2TO3_JAX_CACHE=off writes nothing."""
+    from k2to3.convert import Options, convert
+
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    monkeypatch.setenv("K2TO3_CACHE_DIR", str(tmp_path / "cache"))
+    first = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "a.keras", backends=("jax",)))
+    machine_dirs = list((tmp_path / "cache" / "jax").iterdir())
+    assert len(machine_dirs) == 1 and machine_dirs[0].name.startswith(("x86_64-", "aarch64-", "arm64-"))
+    entries = {p.name for p in machine_dirs[0].iterdir()}
+    assert entries
+    warm = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "b.keras", backends=("jax",)))
+    assert {p.name for p in machine_dirs[0].iterdir()} == entries  # nothing compiled anew
+    monkeypatch.setenv("K2TO3_JAX_CACHE", "off")
+    monkeypatch.setenv("K2TO3_CACHE_DIR", str(tmp_path / "off"))
+    cold = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "c.keras", backends=("jax",)))
+    assert not (tmp_path / "off" / "jax").exists()
+    for r in (first, warm, cold):
+        assert r["verdict"] == "parity"
+    errs = [r["backends"]["jax"]["outputs"] for r in (first, warm, cold)]
+    assert errs[0] == errs[1] == errs[2]
