@@ -64,10 +64,10 @@ SLICED_BYTES = int(os.environ.get("K2TO3_SLICED_BYTES", 64 << 20))
 SLICE_BYTES = min(16 << 20, SLICED_BYTES)
 
 
-def _slices(ds: Any) -> range:
-    """Start rows of SLICE_BYTES slices of a dataset's first axis."""
-    rows = max(1, SLICE_BYTES // max(1, ds.nbytes // ds.shape[0]))
-    return range(0, ds.shape[0], rows)
+def _slices(shape: tuple[int, ...], itemsize: int) -> range:
+    """Start rows of SLICE_BYTES slices of the first axis of an array (a dataset, a variable) of that shape."""
+    rows = max(1, SLICE_BYTES // max(1, int(np.prod(shape[1:])) * itemsize))
+    return range(0, shape[0], rows)
 
 
 def _nonfinite(ds: Any) -> bool:
@@ -76,7 +76,7 @@ def _nonfinite(ds: Any) -> bool:
         return False
     if ds.ndim == 0 or ds.nbytes < SLICED_BYTES:
         return not np.isfinite(np.asarray(ds)).all()
-    starts = _slices(ds)
+    starts = _slices(ds.shape, ds.dtype.itemsize)
     return any(not np.isfinite(ds[i:i + starts.step]).all() for i in starts)
 
 

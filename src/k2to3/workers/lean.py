@@ -41,34 +41,29 @@ class Big:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def slices(self) -> Iterator[tuple[slice, np.ndarray]]:
-        starts = _slices(self.ds)
+        starts = _slices(self.shape, self.dtype.itemsize)
         for i in starts:
             sl = slice(i, i + starts.step)
             yield sl, self.ds[sl]
 
 
 def is_big(ds: Any) -> bool:
+    return _deferrable(ds) and ds.ndim > 0 and ds.shape[0] > 1 and ds.nbytes >= SLICED_BYTES
+
+
+def _deferrable(ds: Any) -> bool:
     import h5py
 
-    return isinstance(ds, h5py.Dataset) and ds.ndim > 0 and ds.shape[0] > 1 and ds.dtype.kind == "f" \
-        and ds.nbytes >= SLICED_BYTES and "dtype" not in ds.attrs  # a bfloat16 dataset is read by Keras's path
+    # a bfloat16 dataset (attrs["dtype"]) is read by Keras's own path
+    return isinstance(ds, h5py.Dataset) and ds.dtype.kind == "f" and "dtype" not in ds.attrs
 
 
-def aligned_empty(shape: tuple[int, ...], dtype: Any, align: int = 64) -> np.ndarray:
-    """An uninitialised array whose buffer starts on `align` bytes: jax's CPU client adopts such a buffer
-    (device_put without a copy) and copies any other. Pages are only resident once written."""
+def aligned_empty(shape: tuple[int, ...], dtype: Any, zeroed: bool = False) -> np.ndarray:
+    """An array whose buffer starts on 64 bytes: jax's CPU client adopts such a buffer (device_put without a
+    copy) and copies any other. Its pages are resident only once written (zeroed: calloc'd zero pages)."""
     dtype = np.dtype(dtype)
     n = int(np.prod(shape)) * dtype.itemsize
-    raw = np.empty(n + align, np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + n].view(dtype).reshape(shape)
-
-
-def aligned_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Zeros that cost no memory until written (calloc'd pages), aligned for jax to adopt."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape)) * dtype.itemsize
-    raw = np.zeros(n + 64, np.uint8)
+    raw = (np.zeros if zeroed else np.empty)(n + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
     return raw[off:off + n].view(dtype).reshape(shape)
 
@@ -84,11 +79,11 @@ def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> Any:
     if backend == "torch":
         import torch
 
-        return torch.from_numpy(aligned_zeros(shape, dtype))
+        return torch.from_numpy(aligned_empty(shape, dtype, zeroed=True))
     if backend == "jax":
         import jax
 
-        return jax.device_put(aligned_zeros(shape, dtype))
+        return jax.device_put(aligned_empty(shape, dtype, zeroed=True))
     if backend == "tensorflow":
         import tensorflow as tf
 
@@ -194,13 +189,10 @@ def _big_variable(keras: Any, v: Any) -> bool:
 def variable_slices(keras: Any, v: Any) -> Iterator[tuple[slice, np.ndarray]]:
     """(rows, numpy copy of those rows) of a Keras 3 variable, SLICE_BYTES at a time."""
     shape = tuple(int(d) for d in v.shape)
-    itemsize = np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize
-    from ..weights import SLICE_BYTES
-
-    rows = max(1, SLICE_BYTES // max(1, int(np.prod(shape[1:])) * itemsize))
+    starts = _slices(shape, np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize)
     value = v.value
-    for i in range(0, shape[0], rows):
-        yield slice(i, i + rows), np.asarray(keras.ops.convert_to_numpy(value[i:i + rows]))
+    for i in starts:
+        yield slice(i, i + starts.step), np.asarray(keras.ops.convert_to_numpy(value[i:i + starts.step]))
 
 
 def hashable(keras: Any, v: Any) -> Any:
@@ -257,12 +249,6 @@ def tf_keras_loading() -> Iterator[None]:
         stack.enter_context(_patched(hdf5_format, "preprocess_weights_for_loading", lean_preprocess))
         stack.enter_context(_patched(k2_backend, "batch_set_value", lean_batch_set))
         yield
-
-
-def _deferrable(ds: Any) -> bool:
-    import h5py
-
-    return isinstance(ds, h5py.Dataset) and ds.dtype.kind == "f" and "dtype" not in ds.attrs
 
 
 def _fill_tf_variable(x: Any, big: Big) -> bool:
