@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import ast
 
+import libcst as cst
 import pytest
+from libcst.codemod import CodemodCommand, CodemodContext
 
-from k2to3.source.fix import fix_source
+from k2to3.source.fix import FixCommand, fix_module, fix_source
 
 CASES = [
     # layout and comments: a multi-line call stays multi-line, comments and the trailing comma stay
@@ -57,3 +59,38 @@ def test_op_table_first_argument_is_keras_first_positional():
             continue
         assert exists("keras.ops." + e.keras), e.name
         assert (positional("keras.ops." + e.keras) or ("",))[0] == e.first, e.name
+
+
+class _Textbook(CodemodCommand):
+    """The same transformer through libcst's own codemod pipeline (a deep copy, then AddImportsVisitor and
+    RemoveImportsVisitor over the whole tree): what fix_module's shortcuts must agree with."""
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.fix = FixCommand(self.context)
+        return tree.visit(self.fix)
+
+
+HEADS = [
+    "",
+    '"""Doc."""\n',
+    '"""Doc."""\nimport tensorflow as tf\n',
+    "import tensorflow as tf\n",
+    "__strict__ = True\nimport tensorflow as tf\n",
+    "from __future__ import annotations\n# a comment\nimport os\nimport tensorflow as tf\n",
+    "import os\n\n\n# leading comment of the first statement\nimport tensorflow as tf\n",
+    "import tensorflow as tf\nimport keras\n",
+    "import tensorflow as tf; import os\n",
+    "def f():\n    import tensorflow as tf\n    return tf.reduce_sum(1)\n",
+]
+TAILS = ["", "y = tf.reduce_sum(x)\n", "\n# c\nclass A:\n    def f(self):\n        return tf.keras.layers.Dense(2)\n",
+         "if True:\n    y = tf.nn.relu(x)\nfrom tensorflow.keras import backend as K\nz = K.sum(y)\n"]
+
+
+@pytest.mark.parametrize("head", HEADS)
+@pytest.mark.parametrize("tail", TAILS)
+def test_fix_module_agrees_with_libcst_textbook_pipeline(head, tail):
+    code = head + tail
+    cmd = _Textbook(CodemodContext(filename="m.py"))
+    want = cmd.transform_module(cst.parse_module(code)).code
+    new, n, _ = fix_module(code, "m.py")
+    assert new == want and n == cmd.fix.changed

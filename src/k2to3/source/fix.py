@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
-from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from . import keras3api
 from .classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
@@ -74,18 +74,22 @@ def _literal(value: object) -> cst.BaseExpression:
     return cst.parse_expression(repr(value))
 
 
-class _Chains(cst.CSTVisitor):
-    """Every maximal name chain (`keras.backend.shape`, `K`, `tf.keras.layers.Dense`) outside imports."""
+class _Chains(_ImportCollector):
+    """The imports, and every maximal name chain (`keras.backend.shape`, `K`, `tf.keras.layers.Dense`) outside
+    them, in one walk of the tree."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.chains: list[tuple[cst.BaseExpression, str, cst.Name]] = []  # (node, dotted, root Name)
         self.calls: list[cst.Call] = []
         self._inner: set[int] = set()
 
     def visit_Import(self, node: cst.Import) -> bool:
+        super().visit_Import(node)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        super().visit_ImportFrom(node)
         return False
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -133,16 +137,17 @@ def _same_literal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-class FixCommand(VisitorBasedCodemodCommand):
-    DESCRIPTION = "Rewrite Keras 2 / tf.* source to multi-backend Keras 3 (keras.ops)."
-    METADATA_DEPENDENCIES = (PositionProvider,)
+class FixCommand(cst.CSTTransformer):
+    """Rewrite Keras 2 / tf.* source to multi-backend Keras 3 (keras.ops). A plain transformer (no matcher
+    dispatch on every node) that schedules libcst's import helpers in a codemod context, as a codemod would."""
 
     def __init__(self, context: CodemodContext):
-        super().__init__(context)
+        super().__init__()
+        self.context = context
         self.changed = 0
         self.aliases = Aliases()
         self.tf_imports: list[tuple[str, str | None]] = []
-        self.kept: list[str] = []  # what the rewrite left on tf.keras because Keras 3 has no such name
+        self.kept: list[tuple[cst.CSTNode, str]] = []  # (node, message): what stays on tf.keras, Keras 3 lacks it
         self._verdicts: dict[int, Any] = {}
         self._bad_roots: set[str] = set()  # import-bound names with a use Keras 3 does not have
         self._keep_tf_keras: set[int] = set()  # `tf.keras` nodes whose chain Keras 3 does not have
@@ -151,12 +156,10 @@ class FixCommand(VisitorBasedCodemodCommand):
         self._code_for_node = cst.Module([]).code_for_node
 
     def visit_Module(self, node: cst.Module) -> None:
-        c = _ImportCollector()
-        node.visit(c)
+        chains = c = _Chains()
+        node.visit(chains)
         self.aliases, self.tf_imports = c.aliases, c.tf_imports
         self._code_for_node = node.code_for_node
-        chains = _Chains()
-        node.visit(chains)
         rewritten = {id(call.func) for call in chains.calls if self._verdict(call) is not None}
         from_tf_keras = set(c.from_tf_keras)
         bad: list[tuple[cst.BaseExpression, str, cst.Name]] = []
@@ -184,9 +187,8 @@ class FixCommand(VisitorBasedCodemodCommand):
         for chain, target, root in bad:
             if root.value == "keras" and self._tfk_alias:
                 self._rename[id(root)] = self._tfk_alias
-            pos = self.get_metadata(PositionProvider, chain)
-            self.kept.append(f"{pos.start.line}:{pos.start.column + 1}: K2T501 {target} does not exist in Keras 3: "
-                             "kept on tf.keras (rewrite it by hand)")
+            self.kept.append((chain, f"K2T501 {target} does not exist in Keras 3: kept on tf.keras "
+                                     "(rewrite it by hand)"))
 
     def _verdict(self, call: cst.Call) -> Any:
         """The op-table verdict for a call the rewrite translates (None if it is left alone)."""
@@ -310,11 +312,9 @@ class FixCommand(VisitorBasedCodemodCommand):
                 ok = keras3api.exists(f"{target}.{_module_name(a.name)}") and local not in self._bad_roots
                 (move if ok else keep).append(a)
             for a in keep:
-                pos = self.get_metadata(PositionProvider, original)
                 name = f"{target}.{_module_name(a.name)}"
                 why = "has a use Keras 3 lacks" if keras3api.exists(name) else "does not exist in Keras 3"
-                self.kept.append(f"{pos.start.line}:{pos.start.column + 1}: K2T501 {name} {why}: "
-                                 "import kept on tf.keras")
+                self.kept.append((original, f"K2T501 {name} {why}: import kept on tf.keras"))
             if not move:
                 return updated
             self.changed += 1
@@ -418,8 +418,53 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
         return code, 0, []
     context = CodemodContext(filename=path, full_module_name=None)
     cmd = FixCommand(context)
-    new = cmd.transform_module(cst.parse_module(code))
-    return new.code, cmd.changed, cmd.kept
+    module = cst.parse_module(code)
+    # The passes run as libcst's CodemodCommand.transform_module runs them, without its deep copy of the tree
+    # (this tree is our own), and with the imports added on the module's head only: libcst's AddImportsVisitor
+    # reads and changes nothing below the first statement after the top imports, but walks the whole tree (a
+    # quarter of fix's time on tf_keras's sources). tests/test_fix_layout.py checks the pipelines agree.
+    tree = module.visit(cmd)
+    if AddImportsVisitor.CONTEXT_KEY in context.scratch:
+        tree = _add_imports(context, tree)
+    if RemoveImportsVisitor.CONTEXT_KEY in context.scratch:
+        tree = RemoveImportsVisitor(context).transform_module(tree)  # a scope analysis: needs the whole tree
+    kept = []
+    if cmd.kept:  # positions only when there is something to say
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, message in cmd.kept:
+            start = positions[node].start
+            kept.append(f"{start.line}:{start.column + 1}: {message}")
+    return tree.code, cmd.changed, kept
+
+
+def _head_length(body: Sequence[cst.BaseStatement]) -> int:
+    """How many statements AddImportsVisitor may read or change: a docstring or `__strict__` flag, the top
+    import block, and the statement after it (which may get a blank line before it). The same test as libcst's."""
+    def one(i: int, kinds: tuple[type, ...]) -> cst.BaseSmallStatement | None:
+        s = body[i] if i < len(body) else None
+        return s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 \
+            and isinstance(s.body[0], kinds) else None
+
+    first = one(0, (cst.Expr, cst.Assign))
+    docstring = isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
+    strict = isinstance(first, cst.Assign) and len(first.targets) == 1 \
+        and isinstance(first.targets[0].target, cst.Name) and first.targets[0].target.value == "__strict__"
+    i = int(docstring or strict)
+    while one(i, (cst.Import, cst.ImportFrom)) is not None:
+        i += 1
+    return i + 1
+
+
+def _add_imports(context: CodemodContext, tree: cst.Module) -> cst.Module:
+    body = list(tree.body)
+    n = _head_length(body)
+    if n > len(body):
+        return AddImportsVisitor(context).transform_module(tree)
+    # the statement after the head is stood in for by an empty one with its leading lines
+    stand_in = cst.SimpleStatementLine([cst.Pass()], leading_lines=body[n - 1].leading_lines)
+    head = AddImportsVisitor(context).transform_module(tree.with_changes(body=[*body[:n - 1], stand_in]))
+    *new_head, after = head.body
+    return tree.with_changes(body=[*new_head, body[n - 1].with_changes(leading_lines=after.leading_lines), *body[n:]])
 
 
 def fix_source(code: str, path: str = "<string>") -> tuple[str, int]:
