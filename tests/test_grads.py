@@ -159,3 +159,29 @@ def test_training_mismatch_within_the_gradients_sensitivity_is_said_so():
     real = {"training": {"status": "mismatch"}, "gradients": {"numeric_verdict": "mismatch"}}
     _explain_training(real)
     assert "numeric_verdict" not in real["training"] and "note" not in real["training"]
+
+
+def test_probe_taken_with_the_steps_changes_nothing_and_equals_its_own_job(pool, tmp_path):
+    """The input-sensitivity probe runs in tf_keras's training job, before the steps (a step on nudged inputs
+    stopped at the gradients, BatchNormalization's moving statistics put back): the steps after it give the same
+    bits as without it, and the probe's gradients are those of the probe run as its own job."""
+    from k2to3.workers.grads import SENSITIVITY_EPS
+
+    h5 = FIXTURES / "optimizers" / "batchnorm_adam_legacy.h5"  # Dense(3) -> BatchNormalization -> Dense(2), mse
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "x.npz", in0=rng.standard_normal((4, 4)).astype(np.float32))
+    np.savez(tmp_path / "y.npz", y0=rng.standard_normal((4, 2)).astype(np.float32))
+    w = pool.get("tensorflow")
+    common = {"h5": str(h5), "inputs": str(tmp_path / "x.npz"), "targets": str(tmp_path / "y.npz"), "loss": None}
+    plain = w.call("fit_golden", weights_out=str(tmp_path / "a.npz"), grads_out=str(tmp_path / "ga.npz"), steps=2,
+                   **common)
+    with_probe = w.call("fit_golden", weights_out=str(tmp_path / "b.npz"), grads_out=str(tmp_path / "gb.npz"),
+                        nudged_grads_out=str(tmp_path / "gn.npz"), nudge_eps=SENSITIVITY_EPS, steps=2, **common)
+    alone = w.call("fit_golden", weights_out=str(tmp_path / "c.npz"), grads_out=str(tmp_path / "gc.npz"),
+                   nudge=SENSITIVITY_EPS, steps=1, **common)
+    assert plain["losses"] == with_probe["losses"] and "nudged_grads" in with_probe and alone["available"]
+    for a, b in (("a", "b"), ("ga", "gb"), ("gn", "gc")):
+        with np.load(tmp_path / f"{a}.npz") as za, np.load(tmp_path / f"{b}.npz") as zb:
+            assert za.files == zb.files and all(np.array_equal(za[k], zb[k]) for k in za.files), (a, b)
+    with np.load(tmp_path / "ga.npz") as za, np.load(tmp_path / "gn.npz") as zn:
+        assert any(not np.array_equal(za[k], zn[k]) for k in za.files)  # the nudge did change the gradients

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -166,3 +167,20 @@ def noise_verdict(stats: list[NoiseStats]) -> tuple[str, float]:
     """(`within_float32_noise` or `beyond_float32_noise`, the largest k over the outputs)."""
     k = max((s.k for s in stats), default=0.0)
     return ("within_float32_noise" if stats and all(s.within for s in stats) else "beyond_float32_noise"), k
+
+
+def per_backend(fn: Any, backends: Any, arrays: Any = ()) -> list[Any]:
+    """fn(b) for each backend, in order; in threads (numpy's array arithmetic runs outside the GIL: the
+    comparisons of the backends' weights and gradients share the cores the workers just left) unless one of
+    `arrays` is large: each thread holds float64 copies of the arrays it compares (several times their size)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backends = list(backends)
+    if any(a.nbytes >= PARALLEL_MAX_BYTES for a in arrays) or len(backends) < 2:
+        return [fn(b) for b in backends]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(backends), os.cpu_count() or 1))) as ex:
+        return list(ex.map(fn, backends))
+
+
+# The size from which a tensor moves by slices in the workers (workers/lean.py): its comparisons run one at a time.
+PARALLEL_MAX_BYTES = 64 << 20

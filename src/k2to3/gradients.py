@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .compare import compare_arrays
+from .compare import compare_arrays, per_backend
 from .workers.pool import reply_or_error
 
 if TYPE_CHECKING:
@@ -238,16 +238,17 @@ def build_section(job: Job, report: dict[str, Any], replies: dict[str, dict[str,
     sens = ref.get("sensitivity")
     if sens:
         _sensitivity_summary(section, ref["names"], sens)
-    backends = {}
-    for b, r in replies.items():
+    def one(b: str) -> dict[str, Any]:
+        r = replies[b]
         if "error" in r:
-            backends[b] = {"status": "error", "error": r["error"]}
-            continue
+            return {"status": "error", "error": r["error"]}
         row = compare_grads(r["names"], _load(job.npz(f"grads-{b}"), len(r["names"])), ref["names"], ref_arrays,
                             rt, at, ref.get("sensitivity"))
         row.update(loss=r["loss"], loss_abs_diff=abs(r["loss"] - ref["loss"]), seconds=round(r["grad_seconds"], 3),
                    unconnected=r.get("none", []))
-        backends[b] = row
+        return row
+
+    backends = dict(zip(replies, per_backend(one, list(replies), ref_arrays)))
     section["backends"] = backends
     statuses = {v["status"] for v in backends.values()}
     section["verdict"] = "error" if "error" in statuses else "mismatch" if "mismatch" in statuses else "parity"

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compare import compare_arrays
+from ..compare import compare_arrays, per_backend
 from ..errors import InputError
 from ..workers.pool import reply_or_error
 
@@ -111,8 +111,13 @@ def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs:
     report["training"] = section
 
     def golden(w: Any) -> Any:
+        from ..workers.grads import SENSITIVITY_EPS
+
+        # with the step's gradients, tf_keras also takes the sensitivity probe while it holds the model
+        probe = {"grads_out": job.npz("grads-golden"), "nudged_grads_out": job.npz("grads-golden-nudged"),
+                 "nudge_eps": SENSITIVITY_EPS}
         return w.call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"), **common, **job.golden_args,
-                      **({"grads_out": job.npz("grads-golden")} if step_grads else {}))
+                      **(probe if step_grads else {}))
 
     def k3(b: str) -> Any:
         return lambda w: w.call("fit", keras=str(keras_path), weights_out=job.npz(f"fit-{b}"),
@@ -146,34 +151,35 @@ def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ct
     with np.load(job.npz("fit-ref")) as z:
         ref_w = [z[f"w{i}"] for i in range(len(z.files))]
     saved: dict[str, np.ndarray] = {}  # the file's slots, read once for every backend
-    for b in verify:
+    if (report.get("optimizer") or {}).get("slots"):
+        state_as_loaded(job.h5, report.get("optimizer"), None, saved)
+
+    def one(b: str) -> dict[str, Any]:
         got = reply_or_error(done[b][-1])
         if "error" in got:
-            section["backends"][b] = {"status": "error", "error": got["error"]}
-            continue
+            return {"status": "error", "error": got["error"]}
         if not got.get("available"):
-            section["backends"][b] = {"status": "unavailable", "reason": got.get("reason")}
-            continue
+            return {"status": "unavailable", "reason": got.get("reason")}
         with np.load(job.npz(f"fit-{b}")) as z:
             got_w = [z[f"w{i}"] for i in range(len(z.files))]
-        section["backends"][b] = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
-        section["backends"][b]["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"),
-                                                                     job.npz(f"state-{b}"), saved)
+        row = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
+        row["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"), job.npz(f"state-{b}"), saved)
+        return row
+
+    section["backends"].update(zip(verify, per_backend(one, verify, ref_w)))
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else "mismatch"
 
 
-def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str,
+def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str | None,
                     saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
     """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
-    the file's slots between calls (filled by the first)."""
+    the file's slots between calls (filled by the first; `state_npz` None only fills it)."""
     from ..h5safe import open_checked, read_dataset
 
     slots = (optimizer or {}).get("slots")
     if not slots:
         return None
-    with np.load(state_npz) as z:
-        loaded = {k: z[k] for k in z.files}
     saved = {} if saved is None else saved
     if not saved:
         f = open_checked(h5)
@@ -181,6 +187,10 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str,
             saved.update({n: read_dataset(f, f"optimizer_weights/{n}") for n in slots})
         finally:
             f.close()
+    if state_npz is None:
+        return None
+    with np.load(state_npz) as z:
+        loaded = {k: z[k] for k in z.files}
     equal = [n for n, i in slots.items() if f"v{i}" in loaded and
              np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
                             np.asarray(saved[n], np.float64).reshape(-1))]

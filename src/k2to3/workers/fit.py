@@ -107,6 +107,10 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     if req.get("loss"):
         model.compile(optimizer=model.optimizer, loss=req["loss"])
     noise = disable_noise(model)
+    if keras.backend.backend() == "tensorflow":
+        # Eagerly, as the tf_keras reference: the same kernels without the graph trace (ResNet50: one step in 2-3 s
+        # against 10-15 s) and without grappler's rewrites. verify's predict still runs the traced function.
+        model.run_eagerly = True
     opt = model.optimizer
     np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
                                   for i, v in enumerate(opt.variables)})
@@ -182,6 +186,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     if not loaded and _restore_by_name(req["h5"], variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
     spy, step_seconds = None, []
+    probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
     if req.get("grads_out"):
         from .stepgrads import GoldenStepGrads
 
@@ -196,7 +201,41 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
         reply["grads"] = _save_step_grads(req["grads_out"], spy.take(), spy.variables,
                                           [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
                                           {"derandomized": noise, "keras_version": tf_keras.__version__})
+    if probed is not None:
+        reply["nudged_grads"] = probed
     return reply
+
+
+# A training forward pass updates the non-trainable state (BatchNormalization's moving statistics): the probe
+# keeps a copy to put back, up to this size (a larger frozen part gets the probe as its own job, on a mismatch).
+PROBE_STATE_BYTES = 64 << 20
+
+
+def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, Any] | None:
+    """The input-sensitivity probe of the step's gradients (trainchecks.py), taken before the steps while the
+    model is loaded: the same step on inputs scaled by (1 + nudge), stopped at the gradients (nothing applied),
+    and the non-trainable state put back, so the steps that follow start where the file does. On a machine with
+    spare cores it runs beside the other backends' steps instead of after them."""
+    from .grads import nudge
+    from .stepgrads import GoldenStepGrads
+
+    state = list(model.non_trainable_weights)
+    if sum(int(np.prod(v.shape)) * v.dtype.size for v in state) > PROBE_STATE_BYTES:
+        return None
+    saved = [np.array(v) for v in state]
+    spy = GoldenStepGrads(model, apply=False)
+    t0 = time.perf_counter()
+    try:
+        model.reset_metrics()
+        model.train_on_batch(nudge(x, float(req["nudge_eps"])), y)
+        grads = spy.take()
+    finally:
+        spy.remove()
+        for v, a in zip(state, saved):
+            v.assign(a)
+    model.reset_metrics()
+    return _save_step_grads(req["nudged_grads_out"], grads, spy.variables,
+                            [v.name.split(":")[0] for v in spy.variables], float("nan"), time.perf_counter() - t0, {})
 
 
 def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:

@@ -118,14 +118,16 @@ class StepGrads:
 
 
 class GoldenStepGrads:
-    """The same spy on a tf_keras model that trains eagerly (workers/fit.py's reference)."""
+    """The same spy on a tf_keras model that trains eagerly (workers/fit.py's reference). With `apply=False` the
+    step stops at the gradients: the optimizer applies nothing (weights, slots and iteration stay) until
+    `remove()`."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, apply: bool = True):
         self.variables = list(model.trainable_weights)
         self._pos = {id(v): i for i, v in enumerate(self.variables)}
         self._got: list[Any] | None = None
-        opt = model.optimizer
-        real = opt.apply_gradients
+        self._opt = opt = model.optimizer
+        self._real = real = opt.apply_gradients
 
         def apply_gradients(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
             pairs = list(grads_and_vars)
@@ -135,9 +137,12 @@ class GoldenStepGrads:
                     if id(v) in self._pos:
                         got[self._pos[id(v)]] = None if g is None else np.asarray(_dense(g))
                 self._got = got
-            return real(pairs, *args, **kwargs)
+            return real(pairs, *args, **kwargs) if apply else None
 
         opt.apply_gradients = apply_gradients
+
+    def remove(self) -> None:
+        self._opt.apply_gradients = self._real
 
     def take(self) -> list[np.ndarray | None]:
         if self._got is None:
