@@ -4,8 +4,9 @@ the memory budget) instead of the training steps waiting, one backend after anot
 
 With both, and a tf_keras reference that trains, the gradient check reads the first training step's own
 gradients (workers/stepgrads.py) instead of differentiating the model a second time: one backward pass per
-backend, one XLA compile on jax. A mismatch then gets tf_keras's input-sensitivity probe of that same step (one
-more tf_keras step on nudged inputs); a side that ran no training step gets the standalone check instead."""
+backend, one XLA compile on jax. tf_keras's job also takes the input-sensitivity probe of that step (the step on
+nudged inputs, stopped at the gradients: workers/fit.py) while it holds the model; a mismatch gets its figures. A
+side that ran no training step gets the standalone check instead."""
 
 from __future__ import annotations
 
