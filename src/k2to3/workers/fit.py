@@ -227,7 +227,7 @@ def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, An
     t0 = time.perf_counter()
     try:
         model.reset_metrics()
-        model.train_on_batch(nudge(x, float(req["nudge_eps"])), y)
+        loss = float(np.asarray(model.train_on_batch(nudge(x, float(req["nudge_eps"])), y, return_dict=True)["loss"]))
         grads = spy.take()
     except Exception:  # the probe must never cost the reference: after a mismatch it runs as its own job
         return None
@@ -237,7 +237,7 @@ def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, An
             v.assign(a)
     model.reset_metrics()
     return _save_step_grads(req["nudged_grads_out"], grads, spy.variables,
-                            [v.name.split(":")[0] for v in spy.variables], float("nan"), time.perf_counter() - t0, {})
+                            [v.name.split(":")[0] for v in spy.variables], loss, time.perf_counter() - t0, {})
 
 
 def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:
