@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .optimizer.parity import MIXED
-from .workers.pool import reply_or_error
+from .workers.pool import crashed, reply_or_error, with_args
 
 
 def step_grads_apply(job: Any, report: dict[str, Any], training_config: dict[str, Any] | None) -> bool:
@@ -57,7 +57,7 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
     if not halves:
         return
     t0 = time.perf_counter()
-    done = _run(job, halves, weight_bytes)
+    done = _run(job, report, halves, weight_bytes)
     if not shared:
         return
     fits = {b: reply_or_error(done[b][-1]) for b in verify}
@@ -70,7 +70,7 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
             _probe(job, report, opts, ref, weight_bytes, t0)
             _explain_training(report)
         return
-    _run(job, [standalone()], weight_bytes)
+    _run(job, report, [standalone()], weight_bytes)
     report["gradients"]["from"] = "standalone differentiation (a side ran no training step)"
 
 
@@ -110,7 +110,8 @@ def _probe(job: Any, report: dict[str, Any], opts: Any, ref: dict[str, Any], wei
     report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
 
 
-def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes: int) -> dict[str, list[Any]]:
+def _run(job: Any, report: dict[str, Any], halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes: int
+         ) -> dict[str, list[Any]]:
     """One pool round for every half's jobs; each half then reads back its own futures, in the order it queued."""
     merged: dict[str, list[Any]] = {}
     for jobs, _ in halves:
@@ -120,6 +121,8 @@ def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes:
     # jax (its step is one XLA compile of the backward pass: ResNet50 about 18 s on a core), then the others.
     merged = dict(sorted(merged.items(), key=lambda kv: (kv[0] != "tensorflow", kv[0] != "jax")))
     done = job.pool.run(merged, weight_bytes)
+    if any(crashed(f) for f in done.get("torch", [])):
+        _torch_without_onednn(job, report, merged["torch"], done, weight_bytes)
     offset = {role: 0 for role in merged}
     for jobs, collect in halves:
         mine = {}
@@ -128,3 +131,22 @@ def _run(job: Any, halves: list[tuple[dict[str, list[Any]], Any]], weight_bytes:
             offset[role] += len(js)
         collect(mine)
     return done
+
+
+def _torch_without_onednn(job: Any, report: dict[str, Any], jobs: list[Any], done: dict[str, list[Any]],
+                          weight_bytes: int) -> None:
+    """The torch worker died in its backward pass: oneDNN's CPU convolution backward corrupts the heap on some
+    shapes (torch 2.13: a strided 1x1 convolution on a 60x60 channels-last input, reproduced without Keras;
+    TensorFlow's oneDNN does the same, and k2to3's TensorFlow workers run without it). The same jobs run again
+    with oneDNN off; when they pass, their replies stand and `workarounds` tells the user what their own torch
+    training of this model needs."""
+    job.progress("torch crashed in its backward pass; running its jobs again with oneDNN off")
+    again = job.pool.run({"torch": [with_args(j, onednn=False) for j in jobs]}, weight_bytes)
+    if any(crashed(f) for f in again["torch"]):
+        return
+    done["torch"] = again["torch"]
+    report.setdefault("workarounds", []).append({
+        "backend": "torch", "jobs": "gradients and training steps", "what": "oneDNN (mkldnn) off",
+        "why": "the torch worker crashed in the backward pass with oneDNN on, and ran with it off",
+        "fix": "train this model on torch with torch.backends.mkldnn.enabled = False (or a torch whose oneDNN "
+               "does not crash on its convolutions)"})

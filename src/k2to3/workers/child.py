@@ -7,6 +7,7 @@ that imports tensorflow, torch, jax or tf_keras.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -39,6 +40,16 @@ def _pin_threads(backend: str) -> None:
         import torch
 
         torch.set_num_threads(n)
+
+
+def _job_switches(backend: str, req: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """Per-job backend switches the parent may set on any request: `onednn: false` runs a torch job with oneDNN
+    (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (trainchecks.py)."""
+    if backend == "torch" and req.get("onednn") is False:
+        import torch
+
+        return torch.backends.mkldnn.flags(enabled=False)
+    return contextlib.nullcontext()
 
 
 def _jax_compilation_cache() -> str | None:
@@ -725,7 +736,8 @@ def main() -> None:
             break
         memory.reset_peak()  # the reply's peak is this job's
         try:
-            reply = {"ok": True, **OPS[req["op"]](req)}
+            with _job_switches(backend, req):
+                reply = {"ok": True, **OPS[req["op"]](req)}
         except K2to3Error as exc:
             reply = {"ok": False, "error": exc.line(), "code": int(exc.code), "traceback": traceback.format_exc()}
         except Exception as exc:

@@ -213,6 +213,30 @@ def default_budget() -> tuple[int | None, str]:
 Job = Callable[["Worker"], Any]
 
 
+class _ExtraArgs:
+    """A worker whose every call carries some more request arguments (see with_args)."""
+
+    def __init__(self, worker: Worker, extra: dict[str, Any]):
+        self._worker, self._extra = worker, extra
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        return self._worker.call(op, **{**args, **self._extra})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._worker, name)
+
+
+def with_args(job: Job, **extra: Any) -> Job:
+    """The same job, its requests carrying `extra` (a per-job switch of the worker: child._job_switches)."""
+    return lambda w: job(_ExtraArgs(w, extra))
+
+
+def crashed(fut: Future) -> bool:
+    """Did this job's worker die under it (a signal or an abort, not an error it reported)?"""
+    exc = fut.exception() if fut.done() else None
+    return isinstance(exc, WorkerError) and exc.message.startswith("crashed")
+
+
 class Pool:
     """Warm workers reused across jobs, one process per backend. The tensorflow process builds the model,
     hosts tf_keras for the Keras 2 golden, and verifies the saved file (TensorFlow is imported once);
