@@ -9,7 +9,7 @@ def __getattr__(name: str):  # the Python API (docs/api.md), imported on first u
 
         return importlib.import_module(".convert", __name__)
     if name in ("verify", "lint", "fix", "ModelReport", "LintReport", "FixReport"):
-        from . import api
+        from k2to3 import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'k2to3' has no attribute {name!r}")

@@ -1,3 +1,3 @@
-from .cli import main
+from k2to3.cli import main
 
 main()

@@ -74,14 +74,14 @@ class ModelReport:
 
     def write(self, directory: PathLike) -> list[Path]:
         """Write report.json and report.md into `directory`."""
-        from .report import write
+        from k2to3.report import write
 
         return write(self.data, Path(directory))
 
 
 def _training(mode: str) -> bool:
     if mode not in ("train", "inference"):
-        from .errors import InputError
+        from k2to3.errors import InputError
 
         raise InputError(f"grads_mode={mode!r}: unknown mode", hint="choose 'train' or 'inference'")
     return mode == "train"
@@ -103,9 +103,9 @@ def convert(src: PathLike, output: PathLike, *, backends: Sequence[str] = ("tens
     `report_dir`: also write report.json/report.md there (the NotPortable report too, before raising).
     `pool`: a warm k2to3.workers.pool.Pool to reuse across calls (else one is started and closed per call).
     `grads`, `loss`, `grad_rtol`, `grad_atol`, `grads_mode` ("train" or "inference"): as --grads and its options."""
-    from .convert import NotPortableReport, Options
-    from .convert import convert as run
-    from .report import write
+    from k2to3.convert import NotPortableReport, Options
+    from k2to3.convert import convert as run
+    from k2to3.report import write
 
     opts = Options(src=Path(src), out=Path(output), input_npz=Path(inputs) if inputs else None, rtol=rtol,
                    atol=atol, backends=tuple(backends), force=force, sources=tuple(str(s) for s in sources),
@@ -131,9 +131,9 @@ def verify(model: PathLike, *, reference: PathLike | None = None, golden: PathLi
            grads_mode: str = "train") -> ModelReport:
     """`k2to3 verify` as a call: check an existing .keras against its Keras 2 original (`reference`) or a golden
     file (`golden`); the same report and exceptions as `convert`."""
-    from .report import write
-    from .verification import VerifyOptions
-    from .verification import verify as run
+    from k2to3.report import write
+    from k2to3.verification import VerifyOptions
+    from k2to3.verification import verify as run
 
     opts = VerifyOptions(keras=Path(model), reference=Path(reference) if reference else None,
                          golden=Path(golden) if golden else None, input_npz=Path(inputs) if inputs else None,
@@ -173,8 +173,8 @@ class LintReport:
 
 
 def _config(paths: list[Path], select: Sequence[str] | None, ignore: Sequence[str] | None) -> Any:
-    from .errors import InputError
-    from .source.files import load_config
+    from k2to3.errors import InputError
+    from k2to3.source.files import load_config
 
     missing = [p for p in paths if not p.exists()]
     if missing:
@@ -192,8 +192,8 @@ def _config(paths: list[Path], select: Sequence[str] | None, ignore: Sequence[st
 def lint(paths: PathLike | Iterable[PathLike], *, select: Sequence[str] | None = None,
          ignore: Sequence[str] | None = None, cache: bool = False) -> LintReport:
     """`k2to3 lint` as a call (pyproject [tool.k2to3] config applies, as on the command line)."""
-    from .source.files import Cache
-    from .source.run import lint_paths
+    from k2to3.source.files import Cache
+    from k2to3.source.run import lint_paths
 
     ps = _paths(paths)
     res = lint_paths(ps, _config(ps, select, ignore), Cache() if cache else None)
@@ -213,7 +213,7 @@ class FixReport:
 
     def diff(self) -> str:
         """A unified diff of every change (against the files as they were)."""
-        from .source.run import unified_diff
+        from k2to3.source.run import unified_diff
 
         return "".join(unified_diff(p, self._old[p], new) for p, new in self.changed.items())
 
@@ -225,7 +225,7 @@ class FixReport:
 
 def fix(paths: PathLike | Iterable[PathLike], *, write: bool = False) -> FixReport:
     """`k2to3 fix` as a call: a dry run unless `write=True` (each file replaced atomically)."""
-    from .source.run import fix_paths
+    from k2to3.source.run import fix_paths
 
     ps = _paths(paths)
     res = fix_paths(ps, _config(ps, None, None))

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__, store
-from .errors import Exit, InputError, K2to3Error
+from k2to3 import __version__, store
+from k2to3.errors import Exit, InputError, K2to3Error
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).
 OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "invalid", "error")
@@ -99,13 +99,13 @@ def _target(rel: str, taken: set[str]) -> str:
 
 def _static_rows(entries: list[store.Entry], src_root: Path | None, staging: store.Staging) -> list[dict[str, Any]]:
     """audit's static verdict of each artifact, with the sources it resolves to (local paths, staged for URLs)."""
-    from .artifact import file_sha256
-    from .audit import _definitions, static_verdict
-    from .source.extract import index_sources
+    from k2to3.artifact import file_sha256
+    from k2to3.audit import _definitions, static_verdict
+    from k2to3.source.extract import index_sources
 
     src_files = [staging.local(e.location, "src/" + e.rel) for e in entries if e.kind == "source"]
     if src_root is not None:
-        from .source.files import SKIP_DIRS
+        from k2to3.source.files import SKIP_DIRS
 
         src_files += [p for p in sorted(src_root.rglob("*.py")) if not SKIP_DIRS & set(p.parts)]
     index = index_sources(src_files, skip_bad=True) if src_files else None
@@ -125,7 +125,7 @@ def _static_rows(entries: list[store.Entry], src_root: Path | None, staging: sto
 
 
 def _dir_sha256(d: Path) -> str:
-    from .artifact import file_sha256
+    from k2to3.artifact import file_sha256
 
     h = hashlib.sha256()
     for p in sorted(x for x in d.rglob("*") if x.is_file()):
@@ -182,9 +182,9 @@ def _source_locations(sources: list[str], entries: list[store.Entry], root: str,
 def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
     """Convert one planned artifact with a warm pool (runs wherever the executor puts it). Never raises for a
     problem of the artifact: the result says what happened."""
-    from .audit import optimizer_summary
-    from .convert import NotPortableReport, Options, convert
-    from .report import write
+    from k2to3.audit import optimizer_summary
+    from k2to3.convert import NotPortableReport, Options, convert
+    from k2to3.report import write
 
     t0 = time.perf_counter()
     s = Settings(**{**item["settings"], "backends": tuple(item["settings"]["backends"])})
@@ -278,7 +278,7 @@ def summary(inputs: list[str], items: list[dict[str, Any]], results: dict[str, d
         res = results.get(item["key"], {"verdict": "error", "reason": "not run"})
         artifacts.append({**item["row"], "path": item["input"], "verify": {
             **res, "converted": res.get("verdict") in ("parity", "mismatch", "tf_only")}})
-    from .audit import VERDICTS, WORST
+    from k2to3.audit import VERDICTS, WORST
 
     outcomes = Counter(a["verify"]["verdict"] for a in artifacts)
     worst_outcome = max(outcomes, key=OUTCOMES.index) if outcomes else None
@@ -300,7 +300,7 @@ def summary(inputs: list[str], items: list[dict[str, Any]], results: dict[str, d
 
 def verify_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
     """audit --verify of one artifact (audit.verify_one) wherever the executor runs it, staged if remote."""
-    from .audit import verify_one
+    from k2to3.audit import verify_one
 
     with store.Staging() as staging:
         try:
@@ -351,9 +351,9 @@ def verify_rows(rows: list[dict[str, Any]], out_dir: Path, executor: Any,
 def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: Any = None,
                progress: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
     """`audit s3://...`: audit's report for stores behind URLs, each artifact staged alone while it is read."""
-    from .audit import VERDICTS, WORST
-    from .source.files import Config
-    from .source.run import lint_paths
+    from k2to3.audit import VERDICTS, WORST
+    from k2to3.source.files import Config
+    from k2to3.source.run import lint_paths
 
     with store.Staging() as staging:
         artifacts: list[dict[str, Any]] = []
@@ -382,7 +382,7 @@ def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: A
     }
     if verify:
         if executor is None:
-            from .executors.local import LocalExecutor
+            from k2to3.executors.local import LocalExecutor
 
             executor = LocalExecutor()
         verify_rows(artifacts, out_dir, executor, progress)

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from .errors import InputError, K2to3Error
+from k2to3.errors import InputError, K2to3Error
 
 REPORT_FORMATS = ("md", "html", "json")
 
@@ -28,8 +28,8 @@ def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
     """The audit report's three forms (auditreport renders them) as OUT/store-report.{md,html,json}."""
     import json
 
-    from . import store
-    from .auditreport import build, to_html, to_markdown
+    from k2to3 import store
+    from k2to3.auditreport import build, to_html, to_markdown
 
     model = build(rep)  # the audit's report model (schema k2to3.audit/2) plus the convert totals
     render = {"json": lambda: json.dumps(model, indent=2, default=str) + "\n", "md": lambda: to_markdown(model),
@@ -45,8 +45,8 @@ def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
 def convert_store(inputs: list[str], out_root: str, *, backends: str, rtol: float | None, atol: float | None,
                   trust_bytecode: bool, max_memory: int | None, src_root: Path | None, jobs: int, executor: str,
                   ray_address: str | None, single_only: dict[str, Any]) -> None:
-    from . import batch, executors
-    from .cli import _fail, err, out
+    from k2to3 import batch, executors
+    from k2to3.cli import _fail, err, out
 
     try:
         given = [k for k, v in single_only.items() if v]
@@ -57,7 +57,7 @@ def convert_store(inputs: list[str], out_root: str, *, backends: str, rtol: floa
             raise InputError(f"--executor {executor}: unknown executor", hint="choose local or ray")
         settings = batch.Settings(backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
                                   rtol=rtol, atol=atol, trust_bytecode=trust_bytecode, max_memory=max_memory)
-        from .workers.pool import KINDS
+        from k2to3.workers.pool import KINDS
 
         bad = [b for b in settings.backends if b not in KINDS]
         if bad:

@@ -11,9 +11,9 @@ import marshal
 import types
 from typing import Any
 
-from .findings import Finding
-from .rules import builtin_code
-from .source.hoist import walk_layers
+from k2to3.findings import Finding
+from k2to3.rules import builtin_code
+from k2to3.source.hoist import walk_layers
 
 
 def _code(payload: Any) -> types.CodeType | str:

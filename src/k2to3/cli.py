@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
-from .errors import K2to3Error
+from k2to3 import __version__
+from k2to3.errors import K2to3Error
 
 app = typer.Typer(
     add_completion=False,
@@ -45,7 +45,7 @@ MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: bac
 
 def _grads_training(mode: str) -> bool:
     if mode not in ("train", "inference"):
-        from .errors import InputError
+        from k2to3.errors import InputError
 
         _fail(InputError(f"--grads-mode {mode}: unknown mode", hint="choose train or inference"))
     return mode == "train"
@@ -54,8 +54,8 @@ def _grads_training(mode: str) -> bool:
 def _max_memory(text: str | None) -> int | None:
     if text is None:
         return None
-    from .errors import InputError
-    from .workers.memory import parse_size
+    from k2to3.errors import InputError
+    from k2to3.workers.memory import parse_size
 
     try:
         return parse_size(text)
@@ -123,10 +123,10 @@ def convert(
     targets: Annotated[Path | None, typer.Option("--targets", help=TARGETS_HELP)] = None,
 ) -> None:
     """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
-    from .store import is_url
+    from k2to3.store import is_url
 
     if len(src) > 1 or is_url(src[0]) or Path(src[0]).is_dir() or is_url(output):
-        from .batchcli import convert_store
+        from k2to3.batchcli import convert_store
 
         convert_store(src, output, backends=backends, rtol=rtol, atol=atol, trust_bytecode=trust_bytecode,
                       max_memory=_max_memory(max_memory), src_root=src_root, jobs=jobs, executor=executor,
@@ -134,9 +134,9 @@ def convert(
                                                             "--report-dir": report_dir, "--json": as_json,
                                                             "--config": config})
     src, output = Path(src[0]), Path(output)  # type: ignore[assignment]
-    from .convert import NotPortableReport, Options
-    from .convert import convert as run
-    from .report import write
+    from k2to3.convert import NotPortableReport, Options
+    from k2to3.convert import convert as run
+    from k2to3.report import write
 
     opts = Options(src=src, out=output, report_dir=report_dir, input_npz=input_npz, rtol=rtol, atol=atol,
                    backends=tuple(b.strip() for b in backends.split(",") if b.strip()), force=force,
@@ -165,7 +165,7 @@ def convert(
 
 def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     """Write report.json/report.md, print the JSON or the summary, exit with the report's code."""
-    from .report import write
+    from k2to3.report import write
 
     paths = write(report, rdir)
     if as_json:
@@ -177,7 +177,7 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
 
 
 def _summary(report: dict) -> None:
-    from .report import _fmt, noise_cell
+    from k2to3.report import _fmt, noise_cell
 
     ref = report["reference"]
     t = Table(title=f"{report['input']['path']} → {report['output']['path']}  "
@@ -204,7 +204,7 @@ def _summary(report: dict) -> None:
                   f"{min(agree):.0f}%" if agree else "n/a", noise_cell(v.get("noise"))[:40],
                   (v.get("first_divergent_layer") or {}).get("layer", ""))
     out.print(t)
-    from .report import output_notes
+    from k2to3.report import output_notes
 
     for note in output_notes(report):
         out.print(f"[yellow]note[/]: {note}", highlight=False)
@@ -219,7 +219,7 @@ def _summary(report: dict) -> None:
         out.print(f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
                   f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
                   f"{v['first_divergent_variable'] or 'none'}"), highlight=False)
-    from .precision import summary_lines  # mixed precision: which comparison decided the verdict
+    from k2to3.precision import summary_lines  # mixed precision: which comparison decided the verdict
 
     for line in summary_lines(report):
         out.print(line, highlight=False)
@@ -267,8 +267,8 @@ def verify(
     targets: Annotated[Path | None, typer.Option("--targets", help=TARGETS_HELP)] = None,
 ) -> None:
     """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
-    from .verification import VerifyOptions
-    from .verification import verify as run
+    from k2to3.verification import VerifyOptions
+    from k2to3.verification import verify as run
 
     opts = VerifyOptions(keras=model, reference=reference, golden=golden, input_npz=input_npz, rtol=rtol, atol=atol,
                          backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
@@ -305,9 +305,9 @@ def lint(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
 ) -> None:
     """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
-    from .source.files import Cache, load_config
-    from .source.formats import FORMATS
-    from .source.run import lint_paths
+    from k2to3.source.files import Cache, load_config
+    from k2to3.source.formats import FORMATS
+    from k2to3.source.run import lint_paths
 
     if fmt not in FORMATS:
         _fail(K2to3Error(f"unknown format '{fmt}'", hint=f"choose from {', '.join(FORMATS)}"))
@@ -339,8 +339,8 @@ def fix(
     diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff of the changes.")] = False,
 ) -> None:
     """Rewrite tf.* / K.* calls to keras.ops, K config to keras.config and tf.keras to keras (dry run by default)."""
-    from .source.files import load_config
-    from .source.run import fix_paths, unified_diff
+    from k2to3.source.files import load_config
+    from k2to3.source.run import fix_paths, unified_diff
 
     missing = [p for p in paths if not p.exists()]
     if missing:
@@ -387,9 +387,9 @@ def audit(
     """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
 
-    from .audit import VERDICTS, run_audit
-    from .auditreport import write
-    from .store import is_url
+    from k2to3.audit import VERDICTS, run_audit
+    from k2to3.auditreport import write
+    from k2to3.store import is_url
 
     urls = [p for p in paths if is_url(p)]
     paths = [Path(p) for p in paths if not is_url(p)]  # type: ignore[misc]
@@ -404,7 +404,7 @@ def audit(
     budget = _max_memory(max_memory)
     ex = None
     if verify and (executor != "local" or jobs > 1 or urls):
-        from . import executors
+        from k2to3 import executors
 
         try:
             ex = executors.make(executor, jobs=jobs, max_memory=budget, ray_address=ray_address)
@@ -418,7 +418,7 @@ def audit(
 
         try:
             if urls:
-                from .batch import audit_urls
+                from k2to3.batch import audit_urls
 
                 if paths:
                     _fail(K2to3Error("audit takes either local paths or URLs, not both",

@@ -18,16 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .api import CallableModule
-from .artifact import file_sha256, read_artifact, read_keras_config, sniff
-from .compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
-from .errors import Exit, InputError, K2to3Error, NotPortable
-from .inputs import input_specs, load_inputs, make_inputs
-from .source.extract import index_sources
-from .source.hoist import Resolution, collect_needs, module_name_for, resolve_in_files, resolve_sources
-from .upgrade import Plan, upgrade
-from .workers.pool import KINDS, Pool, WorkerError
+from k2to3 import __version__
+from k2to3.api import CallableModule
+from k2to3.artifact import file_sha256, read_artifact, read_keras_config, sniff
+from k2to3.compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
+from k2to3.errors import Exit, InputError, K2to3Error, NotPortable
+from k2to3.inputs import input_specs, load_inputs, make_inputs
+from k2to3.source.extract import index_sources
+from k2to3.source.hoist import Resolution, collect_needs, module_name_for, resolve_in_files, resolve_sources
+from k2to3.upgrade import Plan, upgrade
+from k2to3.workers.pool import KINDS, Pool, WorkerError
 
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-5, 1e-6
 # Tolerances that fit reduced-precision compute dtypes (the report names the policy found).
@@ -90,7 +90,7 @@ def check_paths(opts: Options) -> None:
                for spec in opts.sources):
             raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
     if opts.save_golden and not opts.force:
-        from .golden import golden_path
+        from k2to3.golden import golden_path
 
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
@@ -123,7 +123,7 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
             build_fn = fn
             files.append(Path(path))
         elif Path(spec).is_dir():
-            from .source.files import SKIP_DIRS
+            from k2to3.source.files import SKIP_DIRS
 
             files.extend(p for p in sorted(Path(spec).rglob("*.py")) if not SKIP_DIRS & set(p.parts))
         else:
@@ -237,14 +237,14 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if sniff(opts.src) in ("zip", "savedmodel"):
             h5, bridged = _bridge(opts, index, work, get_pool, progress)
         elif build_fn is None and sniff(opts.src) == "hdf5":
-            from . import pairs
+            from k2to3 import pairs
 
             found = pairs.resolve(opts.src, opts.config)
             if found is not None:
                 progress(f"architecture from {found.config_path}; weights from {opts.src}")
                 h5, bridged = pairs.bridge(found, work, opts.config is None)
             else:
-                from .upgrade import multigpu
+                from k2to3.upgrade import multigpu
 
                 bridged_gpu = multigpu.bridge(opts.src, work)  # the template of a multi_gpu_model save
                 if bridged_gpu is not None:
@@ -255,12 +255,12 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
         if bridged and "multi_gpu" in bridged:
-            from .rules import builtin_code
-            from .upgrade.multigpu import finding
+            from k2to3.rules import builtin_code
+            from k2to3.upgrade.multigpu import finding
 
             plan.findings.insert(0, finding(bridged["multi_gpu"], builtin_code("multi_gpu_wrapper")))
         if opts.trust_bytecode and artifact.model_config:
-            from .bytecode import inspect_lambdas
+            from k2to3.bytecode import inspect_lambdas
 
             plan.findings.extend(inspect_lambdas(artifact.model_config))
         report = _report_base(opts, artifact, plan)
@@ -280,10 +280,10 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if source is not None:
             _prepare_source(job, artifact, source, build_fn, tmp_module)
         if plan.weight_transforms and artifact.model_config is not None:
-            from .upgrade.cudnn import golden_config
+            from k2to3.upgrade.cudnn import golden_config
 
             golden_config(work, job.golden_args, artifact.model_config)  # tf_keras runs CuDNN layers on GPU only
-        from .golden_legacy import prepare as prepare_legacy_golden  # Keras 1 and Theano files
+        from k2to3.golden_legacy import prepare as prepare_legacy_golden  # Keras 1 and Theano files
 
         prepare_legacy_golden(job, artifact)
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
@@ -304,7 +304,7 @@ def plan_for(opts: Options, index: Any, artifact: Any, build_fn: str | None) -> 
                                   module_name_for(opts.out.stem), build_fn)
     plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
         else Plan(model={})
-    from .golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
+    from k2to3.golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
 
     plan.findings.extend(legacy_findings(artifact))
     return source, plan
@@ -365,7 +365,7 @@ def _prepare_source(job: Job, artifact: Any, source: Resolution, build_fn: str |
     job.module_needed = source.needed_at_load
     trusted = False
     if job.opts.trust_bytecode and artifact.model_config is not None:
-        from .bytecode import loads_here
+        from k2to3.bytecode import loads_here
 
         trusted = loads_here(artifact.model_config)  # bytecode of another Python cannot serve as the golden
     job.golden_args = {"k2_module": str(k2), "trust_bytecode": trusted}
@@ -442,7 +442,7 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     reference, mismatched, hashes = verify_backends(job, plan, report, tmp_out, build["weight_hash"], verify,
                                                     rtol, atol, weight_bytes, timings)
     if opts.grads or opts.fit_steps:
-        from .trainchecks import run_training_checks
+        from k2to3.trainchecks import run_training_checks
 
         run_training_checks(job, report, tmp_out, verify, reference, artifact.training_config, weight_bytes,
                             _compile_losses(plan))
@@ -461,11 +461,11 @@ def _run(job: Job, artifact: Any, plan: Plan, report: dict[str, Any], tmp_out: P
     report["timings"] = timings
     set_verdict(report, plan, mismatched, hashes)
     if opts.grads:
-        from .gradients import apply_verdict
+        from k2to3.gradients import apply_verdict
 
         apply_verdict(report)
     if opts.save_golden:
-        from .golden import save_golden
+        from k2to3.golden import save_golden
 
         report["golden"] = save_golden(job, report, reference, rtol, atol)
     return report
@@ -515,7 +515,7 @@ def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, b
         **{b: [verify_on(b)] for b in verify if b != "tensorflow"}}
     # Nothing needs a worker after this round unless the training checks or the mixed-precision shadow follow;
     # a mismatch (float64 noise floor, per-layer probe) starts the ones it needs again.
-    from .precision import REDUCED
+    from k2to3.precision import REDUCED
 
     later = bool(opts.grads or opts.fit_steps or set(plan.dtype_policies) & set(REDUCED))
     # Only for models whose copies matter: on a small one, restarting workers for a mismatch's diagnostics
@@ -569,7 +569,7 @@ def verify_backends(job: Job, plan: Plan, report: dict[str, Any], keras: Path, b
         if not ok or not backends[b]["weight_hash_matches_build"]:
             mismatched.append(b)
     if plan.dtype_policies and reference is not None:  # mixed precision: the float32 shadow (precision.py)
-        from .precision import check_precision
+        from k2to3.precision import check_precision
 
         check_precision(job, report, backends, reference, sorted(plan.dtype_policies),
                         DEFAULT_RTOL if opts.rtol is None else opts.rtol,

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import __version__
-from .artifact import file_sha256
-from .errors import InputError
+from k2to3 import __version__
+from k2to3.artifact import file_sha256
+from k2to3.errors import InputError
 
 if TYPE_CHECKING:
-    from .convert import Job
+    from k2to3.convert import Job
 
 SCHEMA = "k2to3.golden/1"
 MAX_BYTES = 2 << 30  # all arrays together, as declared; a golden file is a small batch, not a dataset

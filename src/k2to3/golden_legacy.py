@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .findings import Finding
-from .upgrade.keras1 import is_keras1, is_merge_of_models, to_keras2
+from k2to3.findings import Finding
+from k2to3.upgrade.keras1 import is_keras1, is_merge_of_models, to_keras2
 
 
 def findings(artifact: Any) -> list[Finding]:

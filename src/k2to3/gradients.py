@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .compare import compare_arrays, per_backend
-from .workers.pool import reply_or_error
+from k2to3.compare import compare_arrays, per_backend
+from k2to3.workers.pool import reply_or_error
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .convert import Job
+    from k2to3.convert import Job
 
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # defaults (docs/report.md#gradients); --grad-rtol / --grad-atol
 DEFAULT_LOSS = "mean_squared_error"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .ops import OpEntry, _raw, backend_obsolete, config_aliases, table
-from .rules import rules_dir
+from k2to3.ops import OpEntry, _raw, backend_obsolete, config_aliases, table
+from k2to3.rules import rules_dir
 
 
 def keras_ops_names() -> list[str]:

@@ -648,9 +648,9 @@ def in_top_k(predictions, targets, k):
 
 # Layers Keras 3 removed (LocallyConnected1D/2D) and library layers with no Keras 3 class (tfa Maxout): importing
 # k2to3.portable registers them too.
-from .optimizer.keras2_adagrad import Keras2Adagrad  # noqa: E402,F401  Keras 2's Adagrad update (K2T610)
-from .optimizer.keras2_rmsprop import Keras2RMSprop  # noqa: E402,F401  optimizer with Keras 2's update (K2T-OPT)
-from .portable_removed import (  # noqa: E402,F401
+from k2to3.optimizer.keras2_adagrad import Keras2Adagrad  # noqa: E402,F401  Keras 2's Adagrad update (K2T610)
+from k2to3.optimizer.keras2_rmsprop import Keras2RMSprop  # noqa: E402,F401  optimizer with Keras 2's update (K2T-OPT)
+from k2to3.portable_removed import (  # noqa: E402,F401
     Highway,
     LocallyConnected1D,
     LocallyConnected2D,

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import OutputStats, compare_outputs
+from k2to3.compare import OutputStats, compare_outputs
 
 REDUCED = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 
@@ -29,7 +29,7 @@ def check_precision(job: Any, report: dict[str, Any], backends: dict[str, Any], 
                     timings: dict[str, float]) -> None:
     """Run the float32 shadow when the file has a reduced-precision policy; fill report["precision"] and add each
     backend whose shadow disagrees with the reference's shadow at (rtol, atol) to `mismatched`."""
-    from .convert import rerun
+    from k2to3.convert import rerun
 
     found = [p for p in policies if p in REDUCED]
     if not found:
@@ -93,7 +93,7 @@ def _precision(stats: list[OutputStats]) -> dict[str, Any]:
 
 
 def _fmt(x: float) -> str:
-    from .report import _fmt as fmt
+    from k2to3.report import _fmt as fmt
 
     return fmt(x)
 

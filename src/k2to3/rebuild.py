@@ -12,10 +12,10 @@ from typing import Any
 import keras
 import numpy as np
 
-from . import ops as op_table
-from .errors import K2to3Error, NotPortable
-from .upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
-from .upgrade.names import unique
+from k2to3 import ops as op_table
+from k2to3.errors import K2to3Error, NotPortable
+from k2to3.upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
+from k2to3.upgrade.names import unique
 
 CONSTANT = "_CONSTANT_VALUE"
 
@@ -30,7 +30,7 @@ class SymShape:
         self.source, self.out_type, self.index = source, out_type, list(index or [])
 
     def value(self) -> Any:
-        from .portable import shape_index
+        from k2to3.portable import shape_index
 
         return shape_index(tuple(self.source.shape), self.index)
 
@@ -61,7 +61,7 @@ class SymArith:
         self.op, self.operands, self.out_type = op, operands, out_type
 
     def value(self) -> Any:
-        from .portable import shape_arith
+        from k2to3.portable import shape_arith
 
         vals = [o.value() if isinstance(o, SYM) else o for o in self.operands]
         return None if any(v is None for v in vals) else shape_arith(self.op, *vals)
@@ -212,7 +212,7 @@ class GraphBuilder:
             return False
         fn = spec["op"]
         if spec.get("tf_only"):
-            from .portable import TFOpLayer
+            from k2to3.portable import TFOpLayer
 
             first, kwargs = self.materialize([first, kwargs], spec)  # the TF call takes tf.shape's tensor
 
@@ -251,7 +251,7 @@ class GraphBuilder:
                 target: Any = keras.ops
                 parts = name.split(".")
                 if parts[0] == "k2to3":  # a keras.ops composition k2to3 ships (k2to3.portable)
-                    from . import portable as target
+                    from k2to3 import portable as target
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)
@@ -279,7 +279,7 @@ class GraphBuilder:
     def shape_op(self, spec: dict[str, Any], function: str, call: list[Any]) -> bool:
         """A consumer of a shape with a dimension unknown until the model runs: a k2to3>ShapeOp layer that reads
         the shapes with keras.ops.shape in its call and passes them to `function`."""
-        from .portable import ShapeOp
+        from k2to3.portable import ShapeOp
 
         tensors: list[Any] = []
 
@@ -309,7 +309,7 @@ class GraphBuilder:
                 return v
             if v.static():
                 return keras.ops.convert_to_tensor(v.value(), v.out_type)
-            from .portable import ShapeOp
+            from k2to3.portable import ShapeOp
 
             name = unique(f"{spec['name']}_shape", self.taken)
             self.taken.add(name)

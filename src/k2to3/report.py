@@ -74,10 +74,10 @@ def to_markdown(report: dict[str, Any]) -> str:
                 f"{fdl.get('layer', '')} |")
         lines += [f"\nNote: {n}" for n in output_notes(report)]
     if report.get("gradients"):
-        from .gradients import markdown
+        from k2to3.gradients import markdown
 
         lines += markdown(report["gradients"])
-    from .precision import markdown as precision_markdown
+    from k2to3.precision import markdown as precision_markdown
 
     lines += precision_markdown(report)
     if report.get("source"):

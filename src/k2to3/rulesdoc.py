@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .rules import keras1_rules, layer_rules, source_rules
+from k2to3.rules import keras1_rules, layer_rules, source_rules
 
 HEADER = """# k2to3 rules
 

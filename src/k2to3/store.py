@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from k2to3.errors import InputError
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SOURCE_SUFFIXES = (".py",)
@@ -61,7 +61,7 @@ def _sniff_bytes(head: bytes) -> str | None:
 def discover(root: str) -> list[Entry]:
     """Artifacts by content (HDF5 signature, Keras zip archive, SavedModel directory) and Python sources."""
     if not is_url(root):
-        from .audit import walk
+        from k2to3.audit import walk
 
         base = Path(root)
         if base.is_file():

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .optimizer.parity import MIXED
-from .workers.pool import crashed, reply_or_error, with_args
+from k2to3.optimizer.parity import MIXED
+from k2to3.workers.pool import crashed, reply_or_error, with_args
 
 
 def step_grads_apply(job: Any, report: dict[str, Any], training_config: dict[str, Any] | None) -> bool:
@@ -36,8 +36,8 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
                         outputs: list[np.ndarray], training_config: dict[str, Any] | None, weight_bytes: int,
                         losses: list[Any]) -> None:
     """Fill report["gradients"] (opts.grads) and report["training"] (opts.fit_steps) from one pool round."""
-    from .gradients import build_section, gradient_jobs, gradient_section, step_context
-    from .optimizer.parity import fit_jobs, fit_section
+    from k2to3.gradients import build_section, gradient_jobs, gradient_section, step_context
+    from k2to3.optimizer.parity import fit_jobs, fit_section
 
     opts = job.opts
     shared = step_grads_apply(job, report, training_config)
@@ -90,8 +90,8 @@ def _probe(job: Any, report: dict[str, Any], opts: Any, ref: dict[str, Any], wei
     """A mismatch of the step's gradients: is it the model's own conditioning? tf_keras takes the same step on
     inputs changed by SENSITIVITY_EPS (relative); how far its gradients move is the reference sensitivity, and the
     section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the ill-conditioned note)."""
-    from .gradients import add_sensitivity
-    from .workers.grads import SENSITIVITY_EPS, _rel_l2
+    from k2to3.gradients import add_sensitivity
+    from k2to3.workers.grads import SENSITIVITY_EPS, _rel_l2
 
     def nudged(w: Any) -> Any:
         return w.call("fit_golden", h5=str(job.h5), inputs=job.npz("inputs"), targets=job.npz("fit-targets"),

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
-from .artifact import file_sha256, read_artifact, sniff
-from .convert import (
+from k2to3 import __version__
+from k2to3.artifact import file_sha256, read_artifact, sniff
+from k2to3.convert import (
     Job,
     Options,
     Progress,
@@ -31,13 +31,13 @@ from .convert import (
     tolerances,
     verify_backends,
 )
-from .errors import InputError
-from .golden import Golden, read_golden
-from .gradients import apply_verdict
-from .source.extract import index_sources
-from .trainchecks import run_training_checks
-from .upgrade import Plan
-from .workers.pool import KINDS, Pool
+from k2to3.errors import InputError
+from k2to3.golden import Golden, read_golden
+from k2to3.gradients import apply_verdict
+from k2to3.source.extract import index_sources
+from k2to3.trainchecks import run_training_checks
+from k2to3.upgrade import Plan
+from k2to3.workers.pool import KINDS, Pool
 
 
 @dataclass

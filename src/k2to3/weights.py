@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .artifact import LegacyArtifact, WeightEntry
-from .errors import K2to3Error
+from k2to3.artifact import LegacyArtifact, WeightEntry
+from k2to3.errors import K2to3Error
 
 
 @dataclass
@@ -89,7 +89,7 @@ class _FileValues(dict):
         self.f = f
 
     def __missing__(self, key: str) -> np.ndarray:
-        from .h5safe import read_dataset
+        from k2to3.h5safe import read_dataset
 
         return read_dataset(self.f, key)
 
@@ -101,7 +101,7 @@ class Restorer:
         self.transforms = transforms or {}
         self.ledger = Ledger()
         self.assigned: set[int] = set()
-        from .upgrade.keras1 import is_keras1
+        from k2to3.upgrade.keras1 import is_keras1
 
         # Layouts older than Keras 2 (weights_legacy.py): Keras 1 files, Theano-trained convolution kernels.
         self.keras1 = artifact.model_config is not None and is_keras1(artifact.model_config)
@@ -145,7 +145,7 @@ class Restorer:
                 or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow") \
                 or not hasattr(target, "handle"):
             return False
-        from .workers.lean import Big, tf_fill  # only a tensorflow worker gets here
+        from k2to3.workers.lean import Big, tf_fill  # only a tensorflow worker gets here
 
         tf_fill(target, Big(ds).slices())
         self._record(var, entry, int(np.prod(ds.shape)))
@@ -156,7 +156,7 @@ class Restorer:
                       where: str) -> list[WeightEntry]:
         """Keras 1 / Theano tensors converted to Keras 2's layout (weights_legacy.py), added to `values` under
         new keys; the entries to restore from."""
-        from . import weights_legacy
+        from k2to3 import weights_legacy
 
         cls, arrays, out = type(layer).__name__, [values[e.h5path] for e in entries], None
         if self.keras1:
@@ -183,7 +183,7 @@ class Restorer:
     def _keras1_layout(self, layer: Any, arrays: list[np.ndarray], names: list[str]) -> list[np.ndarray] | None:
         """weights_legacy.keras1 for one layer; a Bidirectional converts each half with its direction's layer and
         a TimeDistributed with its inner layer, as Keras 2.0's preprocess_weights_for_loading recursed."""
-        from . import weights_legacy
+        from k2to3 import weights_legacy
 
         cls = type(layer).__name__
         if cls == "Bidirectional" and arrays and len(arrays) % 2 == 0:
@@ -259,7 +259,7 @@ class Restorer:
                 self.leaf(sub, es, values, f"{where}/{owner}")
 
     def run(self, model: Any) -> Ledger:
-        from .h5safe import open_checked
+        from k2to3.h5safe import open_checked
 
         f = open_checked(self.artifact.path)  # the file is re-checked: it may have changed since it was read
         try:
@@ -279,7 +279,7 @@ class Restorer:
         self.ledger.tensors_expected = self.artifact.n_tensors
         self.ledger.params_expected = self.artifact.n_params
         for orig, target in self.transforms.items():  # layouts Keras 2's loader converted (upgrade/cudnn.py)
-            from .upgrade.cudnn import convert_weights
+            from k2to3.upgrade.cudnn import convert_weights
 
             entries = self.artifact.weights.get(orig, [])
             new, notes = convert_weights(target, [values[e.h5path] for e in entries])

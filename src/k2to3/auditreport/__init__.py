@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .markdown import to_markdown
-from .model import SCHEMA, build
-from .page import layer_plot, to_html
+from k2to3.auditreport.markdown import to_markdown
+from k2to3.auditreport.model import SCHEMA, build
+from k2to3.auditreport.page import layer_plot, to_html
 
 __all__ = ["SCHEMA", "build", "layer_plot", "to_html", "to_markdown", "write"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import optimizer_text
+from k2to3.auditreport.model import optimizer_text
 
 
 def _cell(text: Any) -> str:

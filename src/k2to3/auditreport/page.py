@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model import VERDICTS, optimizer_text
+from k2to3.auditreport.model import VERDICTS, optimizer_text
 
 e = html.escape
 PAGE = 100

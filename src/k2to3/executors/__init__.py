@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..errors import InputError
+from k2to3.errors import InputError
 
 Work = Callable[[dict[str, Any], Any], dict[str, Any]]
 Done = Callable[[dict[str, Any], dict[str, Any]], None]
@@ -26,11 +26,11 @@ class Executor(Protocol):
 def make(name: str, *, jobs: int = 1, backends: tuple[str, ...] = ("tensorflow", "torch", "jax"),
          max_memory: int | None = None, ray_address: str | None = None) -> Executor:
     if name == "local":
-        from .local import LocalExecutor
+        from k2to3.executors.local import LocalExecutor
 
         return LocalExecutor(jobs=jobs, backends=backends, max_memory=max_memory)
     if name == "ray":
-        from .ray import RayExecutor
+        from k2to3.executors.ray import RayExecutor
 
         return RayExecutor(address=ray_address, backends=backends, max_memory=max_memory)
     raise InputError(f"--executor {name}: unknown executor", hint="choose local or ray")

@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from . import Done, Work, error_result
+from k2to3.executors import Done, Work, error_result
 
 
 class LocalExecutor:
@@ -23,7 +23,7 @@ class LocalExecutor:
     def _pool(self) -> Any:
         pool = getattr(self._local, "pool", None)
         if pool is None:
-            from ..workers.pool import Pool, default_budget
+            from k2to3.workers.pool import Pool, default_budget
 
             budget = self.max_memory
             if budget is None and self.jobs > 1:

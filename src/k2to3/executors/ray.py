@@ -11,8 +11,8 @@ import os
 from collections import deque
 from typing import Any
 
-from ..errors import InputError
-from . import Done, Work, error_result
+from k2to3.errors import InputError
+from k2to3.executors import Done, Work, error_result
 
 MAX_RETRIES = 2
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -32,7 +32,7 @@ class StoreWorker:
 
     def run(self, fn: Work, item: dict[str, Any]) -> dict[str, Any]:
         if self.pool is None:
-            from ..workers.pool import Pool
+            from k2to3.workers.pool import Pool
 
             self.pool = Pool(self.backends, max_memory=self.max_memory)
         return fn(item, self.pool)

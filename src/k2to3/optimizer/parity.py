@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..compare import compare_arrays, per_backend
-from ..errors import InputError
-from ..workers.pool import reply_or_error
+from k2to3.compare import compare_arrays, per_backend
+from k2to3.errors import InputError
+from k2to3.workers.pool import reply_or_error
 
 SEED = 20240301
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
@@ -111,7 +111,7 @@ def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs:
     report["training"] = section
 
     def golden(w: Any) -> Any:
-        from ..workers.grads import SENSITIVITY_EPS
+        from k2to3.workers.grads import SENSITIVITY_EPS
 
         # with the step's gradients, tf_keras also takes the sensitivity probe while it holds the model
         probe = {"grads_out": job.npz("grads-golden"), "nudged_grads_out": job.npz("grads-golden-nudged"),
@@ -175,7 +175,7 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
                     saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
     """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
     the file's slots between calls (filled by the first; `state_npz` None only fills it)."""
-    from ..h5safe import open_checked, read_dataset
+    from k2to3.h5safe import open_checked, read_dataset
 
     slots = (optimizer or {}).get("slots")
     if not slots:

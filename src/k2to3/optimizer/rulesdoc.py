@@ -10,7 +10,7 @@ from typing import Any
 
 import tomllib
 
-from ..rules import rules_dir
+from k2to3.rules import rules_dir
 
 BEGIN, END = "<!-- optimizer-rules:begin -->", "<!-- optimizer-rules:end -->"
 STATUSES = {"translated", "portable", "finding", "same"}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import ops
-from . import keras3api
+from k2to3 import ops
+from k2to3.source import keras3api
 
 TF = "tensorflow."
 TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tensorflow.compat.v1.keras.",

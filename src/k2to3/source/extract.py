@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .classify import LAMBDA, keras_name
-from .lint import collect_aliases, dotted
+from k2to3.errors import InputError
+from k2to3.source.classify import LAMBDA, keras_name
+from k2to3.source.lint import collect_aliases, dotted
 
 # Calls whose custom_objects= (or, for the scopes, first argument) maps names in a saved model to objects.
 CUSTOM_OBJECT_CALLS = frozenset({"load_model", "model_from_json", "model_from_yaml", "model_from_config",

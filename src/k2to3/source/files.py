@@ -12,7 +12,7 @@ from pathlib import Path
 
 import tomllib
 
-from .. import __version__
+from k2to3 import __version__
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".ruff_cache", "node_modules",
              "build", "dist", ".ipynb_checkpoints"}
@@ -121,7 +121,7 @@ class Cache:
 
 
 def _rules_hash() -> str:
-    from ..rules import rules_dir
+    from k2to3.rules import rules_dir
 
     h = hashlib.sha256()
     for name in ("ops.toml", "source.toml"):

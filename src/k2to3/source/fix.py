@@ -15,9 +15,9 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from . import keras3api
-from .classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
-from .lint import RELEVANT
+from k2to3.source import keras3api
+from k2to3.source.classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
+from k2to3.source.lint import RELEVANT
 
 
 def _dotted(name: str) -> cst.BaseExpression:

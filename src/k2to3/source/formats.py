@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from .. import __version__
-from ..rules import source_rules
-from .run import LintResult
+from k2to3 import __version__
+from k2to3.rules import source_rules
+from k2to3.source.run import LintResult
 
 
 def text(res: LintResult) -> str:

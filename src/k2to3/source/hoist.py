@@ -22,13 +22,13 @@ from typing import Any
 
 import libcst as cst
 
-from .. import __version__
-from .. import rules as rules_mod
-from ..findings import Finding
-from ..upgrade import KERAS3_ACTIVATIONS, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, MODEL_CLASSES, function_name
-from .extract import Definition, Site, SourceIndex
-from .fix import fix_source
-from .lint import lint_source
+from k2to3 import __version__
+from k2to3 import rules as rules_mod
+from k2to3.findings import Finding
+from k2to3.source.extract import Definition, Site, SourceIndex
+from k2to3.source.fix import fix_source
+from k2to3.source.lint import lint_source
+from k2to3.upgrade import KERAS3_ACTIVATIONS, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, MODEL_CLASSES, function_name
 
 PORTABLE_LOSS_NAMES = KERAS3_LOSSES | set(LOSS_ALIASES) | METRIC_NAMES | {"acc", "accuracy", "loss"}
 
@@ -597,7 +597,7 @@ def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, tr
     the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
     several scripts would be ambiguous), then from all of them together."""
     if len(index.texts) > 1:
-        from .extract import index_sources
+        from k2to3.source.extract import index_sources
 
         needs = collect_needs(model_config, training_config)
         names = {n.class_name or n.fn_name for n in needs} | ({build_fn} if build_fn else set())

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .files import Cache, Config, discover, notebook_cells
-from .lint import SourceFinding, lint_source
+from k2to3.source.files import Cache, Config, discover, notebook_cells
+from k2to3.source.lint import SourceFinding, lint_source
 
 
 @dataclass
@@ -77,7 +77,7 @@ class FixResult:
 def fix_paths(paths: list[Path], cfg: Config) -> FixResult:
     import libcst as cst  # only fix needs libcst; lint reads with ast
 
-    from .fix import fix_module
+    from k2to3.source.fix import fix_module
 
     res = FixResult()
     for p in discover(paths, cfg):
@@ -105,7 +105,7 @@ def fix_paths(paths: list[Path], cfg: Config) -> FixResult:
 
 
 def _fix_notebook(text: str) -> tuple[str, int]:
-    from .fix import fix_source
+    from k2to3.source.fix import fix_source
 
     nb = json.loads(text)
     total = 0

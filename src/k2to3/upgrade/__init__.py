@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import keras1, values
-from .activations import KERAS3_ACTIVATIONS, function_name, portable_function
-from .core import Upgrader
-from .plan import (
+from k2to3.upgrade import keras1, values
+from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name, portable_function
+from k2to3.upgrade.core import Upgrader
+from k2to3.upgrade.plan import (
     INNER_LAYER_KEYS,
     MODEL_CLASSES,
     OP_LAYER_CLASSES,
@@ -24,8 +24,15 @@ from .plan import (
     SHAPE_KEYS,
     Plan,
 )
-from .refs import _is_ref, op_node_kwargs
-from .training import KERAS3_LOSS_CLASSES, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, OPTIMIZERS, TrainingConfig
+from k2to3.upgrade.refs import _is_ref, op_node_kwargs
+from k2to3.upgrade.training import (
+    KERAS3_LOSS_CLASSES,
+    KERAS3_LOSSES,
+    LOSS_ALIASES,
+    METRIC_NAMES,
+    OPTIMIZERS,
+    TrainingConfig,
+)
 
 __all__ = [
     "INNER_LAYER_KEYS", "KERAS3_ACTIVATIONS", "KERAS3_LOSSES", "KERAS3_LOSS_CLASSES", "LOSS_ALIASES",

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from .plan import PORTABLE_PACKAGE
+from k2to3.upgrade.plan import PORTABLE_PACKAGE
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 KERAS3_ACTIVATIONS = frozenset(
     "celu elu exponential gelu glu hard_shrink hard_sigmoid hard_silu hard_swish hard_tanh leaky_relu "

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import rules as rules_mod
-from ..findings import Finding
-from . import graph
-from .names import Names
-from .plan import Plan
+from k2to3 import rules as rules_mod
+from k2to3.findings import Finding
+from k2to3.upgrade import graph
+from k2to3.upgrade.names import Names
+from k2to3.upgrade.plan import Plan
 
 
 class Upgrader:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 # CuDNN class -> (Keras 3 class, gates)
 CUDNN = {"CuDNNLSTM": ("LSTM", 4), "CuDNNGRU": ("GRU", 3)}

@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .plan import RNN_CLASSES
-from .refs import _is_ref, all_refs, as_ref_list
-from .specs import input_spec, layer_spec
+from k2to3.upgrade.plan import RNN_CLASSES
+from k2to3.upgrade.refs import _is_ref, all_refs, as_ref_list
+from k2to3.upgrade.specs import input_spec, layer_spec
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 
 def model(up: Upgrader, class_name: str, config: Any) -> dict[str, Any]:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .. import rules as rules_mod
+from k2to3 import rules as rules_mod
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 CLASS_TO = {
     "Convolution1D": "Conv1D", "Convolution2D": "Conv2D", "Convolution3D": "Conv3D",
@@ -409,6 +409,6 @@ def translate(up: Upgrader, model_config: dict[str, Any]) -> dict[str, Any]:
 
 def to_keras2(model_config: dict[str, Any]) -> dict[str, Any]:
     """The Keras 2 config alone (what tf_keras builds for the golden reference)."""
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
     return translate(Upgrader(), model_config)

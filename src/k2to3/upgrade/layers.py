@@ -6,15 +6,15 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from .. import rules as rules_mod
-from . import values
-from .activations import activation
-from .cudnn import CUDNN
-from .cudnn import upgrade_config as upgrade_cudnn
-from .plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
+from k2to3 import rules as rules_mod
+from k2to3.upgrade import values
+from k2to3.upgrade.activations import activation
+from k2to3.upgrade.cudnn import CUDNN
+from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
+from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 
 def layer_config(

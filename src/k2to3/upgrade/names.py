@@ -15,10 +15,10 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .refs import _is_ref
+from k2to3.upgrade.refs import _is_ref
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 INVALID = re.compile(r"[/.]+")
 WHY = {"/": "'/' is not allowed in Keras 3", ".": "'.' is not allowed in torch parameter names"}

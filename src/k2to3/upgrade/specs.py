@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import ops as ops_mod
-from .. import rules as rules_mod
-from . import tfoplayer, values
-from .layers import layer_config
-from .plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS
-from .refs import op_node_kwargs
+from k2to3 import ops as ops_mod
+from k2to3 import rules as rules_mod
+from k2to3.upgrade import tfoplayer, values
+from k2to3.upgrade.layers import layer_config
+from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS
+from k2to3.upgrade.refs import op_node_kwargs
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 
 def input_spec(name: str, batch_shape: list[Any], dtype: str, sparse: bool = False, ragged: bool = False,

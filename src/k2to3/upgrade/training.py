@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..optimizer.config import decay_schedule, keras3_schedule, loss_scale_config
-from ..optimizer.updates import portable_class, serialized, update_findings
+from k2to3.optimizer.config import decay_schedule, keras3_schedule, loss_scale_config
+from k2to3.optimizer.updates import portable_class, serialized, update_findings
 
 if TYPE_CHECKING:
-    from .core import Upgrader
+    from k2to3.upgrade.core import Upgrader
 
 LOSS_ALIASES = {
     "mse": "mean_squared_error", "mae": "mean_absolute_error", "mape": "mean_absolute_percentage_error",

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import K2to3Error
-from ..weights import weight_hash
-from . import lean, memory
+from k2to3.errors import K2to3Error
+from k2to3.weights import weight_hash
+from k2to3.workers import lean, memory
 
 SEED = 1234
 
@@ -106,7 +106,7 @@ def _model_input(xs: list[np.ndarray]) -> Any:
 def _k3():
     import keras
 
-    from .. import portable  # noqa: F401  registers k2to3>* objects
+    from k2to3 import portable  # noqa: F401  registers k2to3>* objects
 
     keras.utils.set_random_seed(SEED)
     return keras
@@ -122,7 +122,7 @@ def _forward(keras: Any, model: Any, xs: list[np.ndarray]) -> Any:
         ntv = [v.value for v in model.non_trainable_variables]
         fn = jax.jit(lambda tv, ntv, x: model.stateless_call(tv, ntv, x, training=False)[0])
         return fn(tv, ntv, _model_input(xs))
-    from .graphrun import freeing_intermediates
+    from k2to3.workers.graphrun import freeing_intermediates
 
     if keras.backend.backend() == "torch":
         import torch
@@ -194,9 +194,9 @@ def _import_modules(req: dict[str, Any]) -> None:
 
 def op_build(req: dict[str, Any]) -> dict[str, Any]:
     keras = _k3()
-    from ..artifact import read_artifact
-    from ..rebuild import build_model
-    from ..weights import restore
+    from k2to3.artifact import read_artifact
+    from k2to3.rebuild import build_model
+    from k2to3.weights import restore
 
     t0 = time.perf_counter()
     _import_modules(req)
@@ -223,7 +223,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         warnings.extend(_compile(keras, model, plan["compile"]))
     optimizer = None
     if req.get("optimizer_state", True) and artifact.model_config is not None:
-        from .optstate import migrate
+        from k2to3.workers.optstate import migrate
 
         optimizer = migrate(keras, model, artifact, pairs)
     with _weights_on_disk(req["out"]), lean.keras3_saving():
@@ -400,7 +400,9 @@ def _tf_keras_objects() -> dict[str, Any]:
     reference implementations of popular libraries' layers."""
     from tf_keras.src.applications import convnext
 
-    from .k2_library import OBJECTS  # popular libraries' layers (tensorflow-addons, keras-contrib, efficientnet)
+    from k2to3.workers.k2_library import (
+        OBJECTS,  # popular libraries' layers (tensorflow-addons, keras-contrib, efficientnet)
+    )
 
     return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS}
 
@@ -413,7 +415,7 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
     user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
     bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""
-    from ..h5safe import check_file
+    from k2to3.h5safe import check_file
 
     check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
     objects = _tf_keras_objects()
@@ -437,8 +439,8 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     if req.get("trust_bytecode"):
         # tf_keras runs a Lambda's bytecode with the globals of the module its config names (the training
         # script, "k2_zoo"): give it the Keras 2 module made from that source, as the user's process had.
-        from ..artifact import read_artifact
-        from ..source.hoist import walk_layers
+        from k2to3.artifact import read_artifact
+        from k2to3.source.hoist import walk_layers
 
         art = read_artifact(req["h5"])
         names = {lay.get("config", {}).get("module") for lay in walk_layers(art.model_config or {})} - {None}
@@ -485,8 +487,8 @@ def _flip_theano_kernels(model: Any) -> None:
 
 def _refuse_bytecode(h5: str) -> None:
     """Last line of defence: tf_keras would unmarshal and run a Lambda's bytecode while loading."""
-    from ..artifact import read_artifact
-    from ..source.hoist import collect_needs
+    from k2to3.artifact import read_artifact
+    from k2to3.source.hoist import collect_needs
 
     art = read_artifact(h5, weights_only_ok=True)
     lambdas = [n.layer for n in collect_needs(art.model_config, None) if n.kind in ("lambda", "activation_lambda")]
@@ -682,13 +684,13 @@ OPS = {"build": op_build, "verify": op_verify, "golden": op_golden, "bridge": op
 
 
 def op_grads(req: dict[str, Any]) -> dict[str, Any]:
-    from .grads import op_grads as run  # --grads (workers/grads.py)
+    from k2to3.workers.grads import op_grads as run  # --grads (workers/grads.py)
 
     return run(req)
 
 
 def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
-    from .grads import op_golden_grads as run
+    from k2to3.workers.grads import op_golden_grads as run
 
     return run(req)
 
@@ -697,7 +699,7 @@ OPS.update(grads=op_grads, golden_grads=op_golden_grads)
 
 
 def _fit_ops() -> dict[str, Any]:
-    from .fit import OPS as FIT_OPS  # --fit-steps (training parity)
+    from k2to3.workers.fit import OPS as FIT_OPS  # --fit-steps (training parity)
 
     return FIT_OPS
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import lean
+from k2to3.workers import lean
 
 # attribute -> layer classes (by name; tf_keras and Keras 3 share them) whose training-time noise it controls
 _NOISE = {"rate": ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
@@ -85,7 +85,7 @@ def _steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[
 def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[Any], names: list[str],
                      loss: float, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
     """Save the first step's gradients as workers/grads.py saves its own, and the reply's `grads` entry."""
-    from .child import _save_arrays
+    from k2to3.workers.child import _save_arrays
 
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
     _save_arrays(path, arrays, prefix="g")
@@ -99,7 +99,7 @@ def _save(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
 
 
 def op_fit(req: dict[str, Any]) -> dict[str, Any]:
-    from .child import load_keras
+    from k2to3.workers.child import load_keras
 
     keras, model, _ = load_keras(req)  # as verify loads it (placeholder initializers: every value is restored)
     if not getattr(model, "compiled", False) or model.optimizer is None:
@@ -117,8 +117,8 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     x, y = _load_batch(req)
     step_grads, spy = {}, None
     if req.get("grads_out"):
-        from .grads import _notes
-        from .stepgrads import StepGrads
+        from k2to3.workers.grads import _notes
+        from k2to3.workers.stepgrads import StepGrads
 
         spy = StepGrads(keras, model)
         policy = getattr(getattr(model, "dtype_policy", None), "name", None)
@@ -147,8 +147,8 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     independent check of k2to3's slot mapping) and runs the steps."""
     import tf_keras
 
-    from ..h5safe import check_file
-    from .child import SEED, _refuse_bytecode, _tf_keras_objects
+    from k2to3.h5safe import check_file
+    from k2to3.workers.child import SEED, _refuse_bytecode, _tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
     if req.get("golden_config") or req.get("build_fn"):
@@ -175,7 +175,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     model.run_eagerly = True
     x, y = _load_batch(req)
     if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (trainchecks.py)
-        from .grads import nudge
+        from k2to3.workers.grads import nudge
 
         x = nudge(x, float(req["nudge"]))
     opt = model.optimizer
@@ -188,7 +188,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     spy, step_seconds = None, []
     probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
     if req.get("grads_out"):
-        from .stepgrads import GoldenStepGrads
+        from k2to3.workers.stepgrads import GoldenStepGrads
 
         spy = GoldenStepGrads(model)
     losses = _steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
@@ -216,8 +216,8 @@ def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, An
     model is loaded: the same step on inputs scaled by (1 + nudge), stopped at the gradients (nothing applied),
     and the non-trainable state put back, so the steps that follow start where the file does. On a machine with
     spare cores it runs beside the other backends' steps instead of after them."""
-    from .grads import nudge
-    from .stepgrads import GoldenStepGrads
+    from k2to3.workers.grads import nudge
+    from k2to3.workers.stepgrads import GoldenStepGrads
 
     state = list(model.non_trainable_weights)
     if sum(int(np.prod(v.shape)) * v.dtype.size for v in state) > PROBE_STATE_BYTES:
@@ -265,8 +265,8 @@ def _restore_by_name(h5: str, variables: list[Any]) -> bool:
     """tf_keras 2.21 cannot reload a LossScaleOptimizer's state from HDF5 ("Error in loading the saved optimizer
     state"): its inner optimizer's variables carry the saved names one to one, so assign them by name. Returns
     False (nothing assigned) unless every variable has a saved value of its shape."""
-    from ..artifact import _names_attr
-    from ..h5safe import open_checked, read_dataset
+    from k2to3.artifact import _names_attr
+    from k2to3.h5safe import open_checked, read_dataset
 
     f = open_checked(h5)
     try:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .child import (
+from k2to3.workers.child import (
     SEED,
     _golden_model,
     _load_inputs,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..weights import SLICED_BYTES, Chunked, _slices
+from k2to3.weights import SLICED_BYTES, Chunked, _slices
 
 
 class Big:

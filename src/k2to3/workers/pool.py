@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from . import memory
+from k2to3.workers import memory
 
 KINDS = ("tensorflow", "torch", "jax")
 # Resident set of a warm idle worker (after its imports, no model), in MB, measured with TF 2.21, tf_keras 2.21,
