@@ -13,8 +13,8 @@ import pytest
 from conftest import CACHE, FIXTURES, record
 from test_convert import check_parity
 
-from k2to3.artifact import read_artifact
 from k2to3.convert import Options, convert
+from k2to3.formats.artifact import read_artifact
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import BAD, H5
 
-from k2to3.artifact import read_artifact, sniff
-from k2to3.errors import Exit, K2to3Error
+from k2to3.core.errors import Exit, K2to3Error
+from k2to3.formats.artifact import read_artifact, sniff
 
 
 def test_reads_config_weights_and_training_config():

@@ -8,7 +8,7 @@ import pytest
 from conftest import H5, good_fixtures, record
 
 from k2to3.convert import NotPortableReport, Options, convert
-from k2to3.rules import layer_rules
+from k2to3.core.rules import layer_rules
 
 pytestmark = pytest.mark.slow
 

@@ -51,7 +51,7 @@ def test_fix_layout(before, after):
 
 def test_op_table_first_argument_is_keras_first_positional():
     """fix writes the first argument positionally: it must be keras.ops's first positional parameter."""
-    from k2to3 import ops
+    from k2to3.core import optable as ops
     from k2to3.source.keras3api import exists, positional
 
     for e in ops.table():

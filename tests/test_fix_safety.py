@@ -135,7 +135,7 @@ def test_first_argument_is_a_keyword_where_keras_takes_another_parameter_first()
     argument is Keras's first parameter stays positional."""
     import libcst as cst
 
-    from k2to3 import ops
+    from k2to3.core import optable as ops
     from k2to3.source.classify import CallArgs, Expr, _translate
 
     p, t = Expr(cst.Name("p")), Expr(cst.Name("t"))

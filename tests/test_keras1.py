@@ -15,8 +15,8 @@ import sys
 import pytest
 from conftest import H5, ROOT
 
-from k2to3.artifact import read_artifact
-from k2to3.rules import keras1_rules
+from k2to3.core.rules import keras1_rules
+from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.keras1 import is_keras1, to_keras2
 

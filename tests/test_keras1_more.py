@@ -25,7 +25,7 @@ from test_convert import check_parity
 
 from k2to3.audit import run_audit
 from k2to3.convert import Options, convert
-from k2to3.pairs import read_config, resolve
+from k2to3.formats.pairs import read_config, resolve
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.keras1 import _deconv_padding, is_keras1, to_keras2
 
@@ -48,7 +48,7 @@ def _chemts_pair(tmp: Path) -> Path:
 
 
 def _layers(name: str) -> dict:
-    from k2to3.artifact import read_artifact
+    from k2to3.formats.artifact import read_artifact
 
     cfg = to_keras2(read_artifact(H5 / f"{name}.h5").model_config)["config"]
     return {x["config"]["name"]: x for x in (cfg if isinstance(cfg, list) else cfg["layers"])}

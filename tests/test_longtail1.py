@@ -17,15 +17,15 @@ from conftest import FIXTURES, ROOT, record
 from test_cli import k2to3, one_error_line
 from test_convert import check_parity
 
-from k2to3.artifact import read_artifact
 from k2to3.audit import run_audit, static_verdict, walk
 from k2to3.convert import Options, convert
-from k2to3.errors import Exit, InputError
-from k2to3.ops import lookup
-from k2to3.pairs import config_candidates, find_config, read_config, resolve
+from k2to3.core.errors import Exit, InputError
+from k2to3.core.optable import lookup
+from k2to3.formats.artifact import read_artifact
+from k2to3.formats.multigpu import detect
+from k2to3.formats.pairs import config_candidates, find_config, read_config, resolve
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.cudnn import convert_weights
-from k2to3.upgrade.multigpu import detect
 from k2to3.upgrade.tfoplayer import raw_ops
 
 LT = FIXTURES / "longtail"

@@ -14,8 +14,8 @@ import pytest
 from conftest import H5, ROOT, record
 from test_convert import check_parity
 
-from k2to3.artifact import read_artifact
-from k2to3.compare import first_divergent_layer
+from k2to3.checks.compare import first_divergent_layer
+from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.names import is_valid, unique
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import H5, record, record_line
 
 import k2to3.convert as convert_mod
-from k2to3.compare import NOISE_K, noise_stats, noise_verdict
+from k2to3.checks.compare import NOISE_K, noise_stats, noise_verdict
 from k2to3.convert import Options, convert
 from k2to3.report import to_markdown
 

@@ -13,10 +13,10 @@ import zipfile
 import pytest
 from conftest import CORPUS, FIXTURES, ROOT
 
-from k2to3.artifact import read_artifact
-from k2to3.errors import NotPortable
-from k2to3.optimizer.rulesdoc import optimizer_rules, updated
-from k2to3.optimizer.slots import SLOTS, read_state
+from k2to3.core.errors import NotPortable
+from k2to3.formats.artifact import read_artifact
+from k2to3.formats.optimizer_state import SLOTS, read_state
+from k2to3.interfaces.docgen.optimizers import optimizer_rules, updated
 from k2to3.upgrade import upgrade
 
 OPT = FIXTURES / "optimizers"
@@ -90,7 +90,7 @@ def test_training_config_keeps_keras2_training_behaviour():
 
 def test_optimizer_rules_doc_is_current():
     doc = (ROOT / "docs" / "optimizers.md").read_text()
-    assert doc == updated(doc), "run: python -m k2to3.optimizer.rulesdoc --write"
+    assert doc == updated(doc), "run: python -m k2to3.interfaces.docgen.optimizers --write"
     assert {r["code"] for r in optimizer_rules()} >= {"K2T601", "K2T602", "K2T605", "K2T606", "K2T607"}
 
 
@@ -204,7 +204,7 @@ def test_saved_compile_config_lets_each_backend_choose_jit(fitted):
 
 def test_targets_and_loss_need_fit_steps(tmp_path):
     from k2to3.convert import Options, check_paths
-    from k2to3.errors import InputError
+    from k2to3.core.errors import InputError
 
     with pytest.raises(InputError, match="--loss applies to --fit-steps and --grads only"):
         check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse"))
@@ -221,7 +221,7 @@ def test_targets_and_loss_need_fit_steps(tmp_path):
 def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     import numpy as np
 
-    from k2to3.errors import InputError
+    from k2to3.core.errors import InputError
     from k2to3.optimizer.parity import load_targets, make_targets
 
     outs = [np.zeros((2, 4), "float32")] * 4

@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import H5, ROOT, good_fixtures
 
-from k2to3.rules import layer_rules
+from k2to3.core.rules import layer_rules
 
 pytestmark = pytest.mark.slow
 

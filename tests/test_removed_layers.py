@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import H5, ROOT
 
-from k2to3.artifact import read_artifact
+from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
 
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 from conftest import H5, manifest
 
-from k2to3.artifact import read_artifact
-from k2to3.rules import keras3_layers, layer_rules
+from k2to3.core.rules import keras3_layers, layer_rules
+from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
 
 RULES = layer_rules()
@@ -125,6 +125,7 @@ def test_keras3_layer_list_matches_installed_keras():
 def test_rules_doc_is_current():
     from conftest import ROOT
 
-    from k2to3.rulesdoc import render
+    from k2to3.interfaces.docgen.rules import render
 
-    assert (ROOT / "docs" / "rules.md").read_text() == render(), "run: python -m k2to3.rulesdoc > docs/rules.md"
+    assert (ROOT / "docs" / "rules.md").read_text() == render(), \
+        "run: python -m k2to3.interfaces.docgen.rules > docs/rules.md"

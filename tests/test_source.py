@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from k2to3.rules import source_rules
+from k2to3.core.rules import source_rules
 from k2to3.source.files import Config
 from k2to3.source.fix import fix_source
 from k2to3.source.lint import lint_source

@@ -1,5 +1,5 @@
 """Standalone Keras 2 (2.0-2.3) optimizer state: unnamed (or 2.3-named) slots paired by the order of the file's
-Keras version (k2to3.optimizer.slots.STANDALONE_LAYOUTS, read from keras/optimizers.py at each tag) and proved
+Keras version (k2to3.formats.optimizer_state.STANDALONE_LAYOUTS, read from keras/optimizers.py at each tag) and proved
 by shapes; restored into the Keras 3 optimizer of the `.keras` (docs/optimizers.md#k2t608).
 
 Fixtures: tests/fixtures/make_standalone_optimizer_fixtures.py (h5py, Keras 2's save_model layout); the real
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from conftest import CORPUS, FIXTURES
 
-from k2to3.artifact import read_artifact
-from k2to3.errors import NotPortable
-from k2to3.optimizer.slots import read_state
+from k2to3.core.errors import NotPortable
+from k2to3.formats.artifact import read_artifact
+from k2to3.formats.optimizer_state import read_state
 
 sys.path.insert(0, str(FIXTURES))
 from make_standalone_optimizer_fixtures import CASES, WEIGHTS, source_slot

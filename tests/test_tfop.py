@@ -12,7 +12,7 @@ from conftest import CACHE, FIXTURES, H5, record
 from test_convert import check_parity
 
 from k2to3.convert import Options, convert
-from k2to3.errors import K2to3Error
+from k2to3.core.errors import K2to3Error
 from k2to3.upgrade import upgrade
 
 pytestmark = pytest.mark.slow
@@ -88,7 +88,7 @@ def test_tf_op_that_fails_in_tensorflow_stops_convert_without_output(tmp_path):
 
 
 def test_untranslatable_op_is_kept_as_a_tf_call():
-    from k2to3.artifact import read_artifact
+    from k2to3.formats.artifact import read_artifact
 
     a = read_artifact(FIXTURES / "src_models" / "tf_only.h5")
     plan = upgrade(a.model_config, a.training_config)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3 import __version__, store
-from k2to3.errors import Exit, InputError, K2to3Error
+from k2to3.core.errors import Exit, InputError, K2to3Error
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).
 OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "invalid", "error")
@@ -99,8 +99,8 @@ def _target(rel: str, taken: set[str]) -> str:
 
 def _static_rows(entries: list[store.Entry], src_root: Path | None, staging: store.Staging) -> list[dict[str, Any]]:
     """audit's static verdict of each artifact, with the sources it resolves to (local paths, staged for URLs)."""
-    from k2to3.artifact import file_sha256
     from k2to3.audit import _definitions, static_verdict
+    from k2to3.formats.artifact import file_sha256
     from k2to3.source.extract import index_sources
 
     src_files = [staging.local(e.location, "src/" + e.rel) for e in entries if e.kind == "source"]
@@ -125,7 +125,7 @@ def _static_rows(entries: list[store.Entry], src_root: Path | None, staging: sto
 
 
 def _dir_sha256(d: Path) -> str:
-    from k2to3.artifact import file_sha256
+    from k2to3.formats.artifact import file_sha256
 
     h = hashlib.sha256()
     for p in sorted(x for x in d.rglob("*") if x.is_file()):

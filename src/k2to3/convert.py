@@ -20,10 +20,10 @@ import numpy as np
 
 from k2to3 import __version__
 from k2to3.api import CallableModule
-from k2to3.artifact import file_sha256, read_artifact, read_keras_config, sniff
-from k2to3.compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
-from k2to3.errors import Exit, InputError, K2to3Error, NotPortable
-from k2to3.inputs import input_specs, load_inputs, make_inputs
+from k2to3.checks.compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
+from k2to3.core.errors import Exit, InputError, K2to3Error, NotPortable
+from k2to3.core.inputs import input_specs, load_inputs, make_inputs
+from k2to3.formats.artifact import file_sha256, read_artifact, read_keras_config, sniff
 from k2to3.source.extract import index_sources
 from k2to3.source.hoist import Resolution, collect_needs, module_name_for, resolve_in_files, resolve_sources
 from k2to3.upgrade import Plan, upgrade
@@ -237,15 +237,13 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         if sniff(opts.src) in ("zip", "savedmodel"):
             h5, bridged = _bridge(opts, index, work, get_pool, progress)
         elif build_fn is None and sniff(opts.src) == "hdf5":
-            from k2to3 import pairs
-
+            from k2to3.formats import pairs
             found = pairs.resolve(opts.src, opts.config)
             if found is not None:
                 progress(f"architecture from {found.config_path}; weights from {opts.src}")
                 h5, bridged = pairs.bridge(found, work, opts.config is None)
             else:
-                from k2to3.upgrade import multigpu
-
+                from k2to3.formats import multigpu
                 bridged_gpu = multigpu.bridge(opts.src, work)  # the template of a multi_gpu_model save
                 if bridged_gpu is not None:
                     h5, bridged = bridged_gpu
@@ -255,12 +253,12 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             plan.findings[:0] = [f for f in source.findings if f not in plan.findings]
             plan.needs_portable = plan.needs_portable or "k2to3.portable" in source.k3_code
         if bridged and "multi_gpu" in bridged:
-            from k2to3.rules import builtin_code
-            from k2to3.upgrade.multigpu import finding
+            from k2to3.core.rules import builtin_code
+            from k2to3.formats.multigpu import finding
 
             plan.findings.insert(0, finding(bridged["multi_gpu"], builtin_code("multi_gpu_wrapper")))
         if opts.trust_bytecode and artifact.model_config:
-            from k2to3.bytecode import inspect_lambdas
+            from k2to3.upgrade.bytecode import inspect_lambdas
 
             plan.findings.extend(inspect_lambdas(artifact.model_config))
         report = _report_base(opts, artifact, plan)
@@ -365,7 +363,7 @@ def _prepare_source(job: Job, artifact: Any, source: Resolution, build_fn: str |
     job.module_needed = source.needed_at_load
     trusted = False
     if job.opts.trust_bytecode and artifact.model_config is not None:
-        from k2to3.bytecode import loads_here
+        from k2to3.upgrade.bytecode import loads_here
 
         trusted = loads_here(artifact.model_config)  # bytecode of another Python cannot serve as the golden
     job.golden_args = {"k2_module": str(k2), "trust_bytecode": trusted}

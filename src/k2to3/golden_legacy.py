@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from k2to3.findings import Finding
+from k2to3.core.findings import Finding
 from k2to3.upgrade.keras1 import is_keras1, is_merge_of_models, to_keras2
 
 

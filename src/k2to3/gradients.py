@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from k2to3.compare import compare_arrays, per_backend
+from k2to3.checks.compare import compare_arrays, per_backend
 from k2to3.workers.pool import reply_or_error
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.compare import OutputStats, compare_outputs
+from k2to3.checks.compare import OutputStats, compare_outputs
 
 REDUCED = ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16")
 

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 
 from k2to3 import __version__
-from k2to3.artifact import file_sha256, read_artifact, sniff
 from k2to3.convert import (
     Job,
     Options,
@@ -31,7 +30,8 @@ from k2to3.convert import (
     tolerances,
     verify_backends,
 )
-from k2to3.errors import InputError
+from k2to3.core.errors import InputError
+from k2to3.formats.artifact import file_sha256, read_artifact, sniff
 from k2to3.golden import Golden, read_golden
 from k2to3.gradients import apply_verdict
 from k2to3.source.extract import index_sources

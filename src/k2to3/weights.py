@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from k2to3.artifact import LegacyArtifact, WeightEntry
-from k2to3.errors import K2to3Error
+from k2to3.core.errors import K2to3Error
+from k2to3.formats.artifact import LegacyArtifact, WeightEntry
 
 
 @dataclass
@@ -89,7 +89,7 @@ class _FileValues(dict):
         self.f = f
 
     def __missing__(self, key: str) -> np.ndarray:
-        from k2to3.h5safe import read_dataset
+        from k2to3.core.h5safe import read_dataset
 
         return read_dataset(self.f, key)
 
@@ -156,8 +156,7 @@ class Restorer:
                       where: str) -> list[WeightEntry]:
         """Keras 1 / Theano tensors converted to Keras 2's layout (weights_legacy.py), added to `values` under
         new keys; the entries to restore from."""
-        from k2to3 import weights_legacy
-
+        from k2to3.upgrade import keras1_layouts as weights_legacy
         cls, arrays, out = type(layer).__name__, [values[e.h5path] for e in entries], None
         if self.keras1:
             out = self._keras1_layout(layer, arrays, [e.name for e in entries])
@@ -183,8 +182,7 @@ class Restorer:
     def _keras1_layout(self, layer: Any, arrays: list[np.ndarray], names: list[str]) -> list[np.ndarray] | None:
         """weights_legacy.keras1 for one layer; a Bidirectional converts each half with its direction's layer and
         a TimeDistributed with its inner layer, as Keras 2.0's preprocess_weights_for_loading recursed."""
-        from k2to3 import weights_legacy
-
+        from k2to3.upgrade import keras1_layouts as weights_legacy
         cls = type(layer).__name__
         if cls == "Bidirectional" and arrays and len(arrays) % 2 == 0:
             half = len(arrays) // 2
@@ -259,7 +257,7 @@ class Restorer:
                 self.leaf(sub, es, values, f"{where}/{owner}")
 
     def run(self, model: Any) -> Ledger:
-        from k2to3.h5safe import open_checked
+        from k2to3.core.h5safe import open_checked
 
         f = open_checked(self.artifact.path)  # the file is re-checked: it may have changed since it was read
         try:

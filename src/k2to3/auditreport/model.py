@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from k2to3 import rules as rules_mod
+from k2to3.core import rules as rules_mod
 
 SCHEMA = "k2to3.audit/2"
 VERDICTS = ("portable", "portable with source", "tf-only", "blocked")

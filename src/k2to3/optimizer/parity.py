@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.compare import compare_arrays, per_backend
-from k2to3.errors import InputError
+from k2to3.checks.compare import compare_arrays, per_backend
+from k2to3.core.errors import InputError
 from k2to3.workers.pool import reply_or_error
 
 SEED = 20240301
@@ -175,7 +175,7 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
                     saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
     """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
     the file's slots between calls (filled by the first; `state_npz` None only fills it)."""
-    from k2to3.h5safe import open_checked, read_dataset
+    from k2to3.core.h5safe import open_checked, read_dataset
 
     slots = (optimizer or {}).get("slots")
     if not slots:

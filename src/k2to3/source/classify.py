@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from k2to3 import ops
+from k2to3.core import optable as ops
 from k2to3.source import keras3api
 
 TF = "tensorflow."

@@ -121,7 +121,7 @@ class Cache:
 
 
 def _rules_hash() -> str:
-    from k2to3.rules import rules_dir
+    from k2to3.core.rules import rules_dir
 
     h = hashlib.sha256()
     for name in ("ops.toml", "source.toml"):

@@ -23,8 +23,8 @@ from typing import Any
 import libcst as cst
 
 from k2to3 import __version__
-from k2to3 import rules as rules_mod
-from k2to3.findings import Finding
+from k2to3.core import rules as rules_mod
+from k2to3.core.findings import Finding
 from k2to3.source.extract import Definition, Site, SourceIndex
 from k2to3.source.fix import fix_source
 from k2to3.source.lint import lint_source

@@ -8,7 +8,7 @@ import json
 from functools import cache
 from typing import Any
 
-from k2to3.rules import rules_dir
+from k2to3.core.rules import rules_dir
 
 
 @cache

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from k2to3 import rules as rules_mod
-from k2to3.findings import Finding
+from k2to3.core import rules as rules_mod
+from k2to3.core.findings import Finding
 from k2to3.upgrade import graph
 from k2to3.upgrade.names import Names
 from k2to3.upgrade.plan import Plan

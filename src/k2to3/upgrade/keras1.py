@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from k2to3 import rules as rules_mod
+from k2to3.core import rules as rules_mod
 
 if TYPE_CHECKING:
     from k2to3.upgrade.core import Upgrader

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from k2to3 import rules as rules_mod
+from k2to3.core import rules as rules_mod
 from k2to3.upgrade import values
 from k2to3.upgrade.activations import activation
 from k2to3.upgrade.cudnn import CUDNN

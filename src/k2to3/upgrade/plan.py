@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from k2to3.findings import Finding
+from k2to3.core.findings import Finding
 
 MODEL_CLASSES = frozenset({"Functional", "Model", "Sequential"})
 INNER_LAYER_KEYS = ("layer", "backward_layer", "cell")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from k2to3 import ops as ops_mod
-from k2to3 import rules as rules_mod
+from k2to3.core import optable as ops_mod
+from k2to3.core import rules as rules_mod
 from k2to3.upgrade import tfoplayer, values
 from k2to3.upgrade.layers import layer_config
 from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS

@@ -14,7 +14,7 @@ from typing import Any
 
 import tomllib
 
-from k2to3.rules import rules_dir
+from k2to3.core.rules import rules_dir
 
 # tensorflow DataType enum names (AttrValue.type) -> dtype names
 _DTYPES = {"DT_FLOAT": "float32", "DT_DOUBLE": "float64", "DT_HALF": "float16", "DT_BFLOAT16": "bfloat16",

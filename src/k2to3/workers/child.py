@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.errors import K2to3Error
+from k2to3.core.errors import K2to3Error
 from k2to3.weights import weight_hash
 from k2to3.workers import lean, memory
 
@@ -194,7 +194,7 @@ def _import_modules(req: dict[str, Any]) -> None:
 
 def op_build(req: dict[str, Any]) -> dict[str, Any]:
     keras = _k3()
-    from k2to3.artifact import read_artifact
+    from k2to3.formats.artifact import read_artifact
     from k2to3.rebuild import build_model
     from k2to3.weights import restore
 
@@ -415,7 +415,7 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
     user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
     bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""
-    from k2to3.h5safe import check_file
+    from k2to3.core.h5safe import check_file
 
     check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
     objects = _tf_keras_objects()
@@ -439,7 +439,7 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     if req.get("trust_bytecode"):
         # tf_keras runs a Lambda's bytecode with the globals of the module its config names (the training
         # script, "k2_zoo"): give it the Keras 2 module made from that source, as the user's process had.
-        from k2to3.artifact import read_artifact
+        from k2to3.formats.artifact import read_artifact
         from k2to3.source.hoist import walk_layers
 
         art = read_artifact(req["h5"])
@@ -487,7 +487,7 @@ def _flip_theano_kernels(model: Any) -> None:
 
 def _refuse_bytecode(h5: str) -> None:
     """Last line of defence: tf_keras would unmarshal and run a Lambda's bytecode while loading."""
-    from k2to3.artifact import read_artifact
+    from k2to3.formats.artifact import read_artifact
     from k2to3.source.hoist import collect_needs
 
     art = read_artifact(h5, weights_only_ok=True)

@@ -147,7 +147,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     independent check of k2to3's slot mapping) and runs the steps."""
     import tf_keras
 
-    from k2to3.h5safe import check_file
+    from k2to3.core.h5safe import check_file
     from k2to3.workers.child import SEED, _refuse_bytecode, _tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
@@ -265,8 +265,8 @@ def _restore_by_name(h5: str, variables: list[Any]) -> bool:
     """tf_keras 2.21 cannot reload a LossScaleOptimizer's state from HDF5 ("Error in loading the saved optimizer
     state"): its inner optimizer's variables carry the saved names one to one, so assign them by name. Returns
     False (nothing assigned) unless every variable has a saved value of its shape."""
-    from k2to3.artifact import _names_attr
-    from k2to3.h5safe import open_checked, read_dataset
+    from k2to3.core.h5safe import open_checked, read_dataset
+    from k2to3.formats.artifact import _names_attr
 
     f = open_checked(h5)
     try:

@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.artifact import LegacyArtifact
-from k2to3.errors import Exit, K2to3Error
-from k2to3.h5safe import open_checked, read_dataset
-from k2to3.optimizer.slots import SLOTS, read_state
+from k2to3.core.errors import Exit, K2to3Error
+from k2to3.core.h5safe import open_checked, read_dataset
+from k2to3.formats.artifact import LegacyArtifact
+from k2to3.formats.optimizer_state import SLOTS, read_state
 
 
 def _strip(name: str) -> str:

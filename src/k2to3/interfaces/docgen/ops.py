@@ -1,9 +1,9 @@
-"""Render docs/ops.md from rules/ops.toml (`python -m k2to3.opsdoc > docs/ops.md`)."""
+"""Render docs/ops.md from rules/ops.toml (`python -m k2to3.interfaces.docgen.ops > docs/ops.md`)."""
 
 from __future__ import annotations
 
-from k2to3.ops import OpEntry, _raw, backend_obsolete, config_aliases, table
-from k2to3.rules import rules_dir
+from k2to3.core.optable import OpEntry, _raw, backend_obsolete, config_aliases, table
+from k2to3.core.rules import rules_dir
 
 
 def keras_ops_names() -> list[str]:
@@ -61,8 +61,9 @@ def render() -> str:
             "|---|---|---|---|---|---|---|\n")
     out = [
         "# The op table: TensorFlow and keras.backend → keras.ops\n\n",
-        "Generated from `rules/ops.toml` by `python -m k2to3.opsdoc`; do not edit by hand (a test checks it is\n"
-        "current). `k2to3 convert` uses it to translate `TFOpLambda` layers, and the source rewriter to translate\n"
+        "Generated from `rules/ops.toml` by `python -m k2to3.interfaces.docgen.ops`; do not edit by hand (a test\n"
+        "checks it is current). `k2to3 convert` uses it to translate `TFOpLambda` layers, and the source rewriter to\n"
+        "translate "
         "`tf.*` and `K.*` (`keras.backend`) calls: positional arguments are named by the parameter list first.\n"
         "Every entry is checked by a differential test (TF eager, or `tf_keras.backend` for a `K.*` entry,\n"
         "against the translation, on seeded inputs, on tensorflow, torch and jax: `tests/test_ops.py`).\n"

@@ -9,13 +9,15 @@ from typing import Any
 
 import tomllib
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/k2to3 in a checkout, site-packages/k2to3 in a wheel
+
 
 def rules_dir() -> Path:
     """rules/ ships inside the wheel as k2to3/rules; in a source checkout it is the repo's rules/."""
-    packaged = Path(__file__).parent / "rules"
+    packaged = PACKAGE_DIR / "rules"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parents[2] / "rules"
+    return PACKAGE_DIR.parents[1] / "rules"
 
 
 @dataclass(frozen=True)

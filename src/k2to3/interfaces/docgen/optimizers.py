@@ -1,5 +1,5 @@
 """rules/optimizers.toml (reviewed data) and its rendering into docs/optimizers.md between the markers
-(`python -m k2to3.optimizer.rulesdoc --write`)."""
+(`python -m k2to3.interfaces.docgen.optimizers --write`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import tomllib
 
-from k2to3.rules import rules_dir
+from k2to3.core.rules import rules_dir
 
 BEGIN, END = "<!-- optimizer-rules:begin -->", "<!-- optimizer-rules:end -->"
 STATUSES = {"translated", "portable", "finding", "same"}
@@ -49,7 +49,7 @@ def updated(doc: str) -> str:
 
 
 if __name__ == "__main__":
-    p = Path(__file__).resolve().parents[3] / "docs" / "optimizers.md"
+    p = Path(__file__).resolve().parents[4] / "docs" / "optimizers.md"
     if "--write" in sys.argv:
         p.write_text(updated(p.read_text()))
     else:

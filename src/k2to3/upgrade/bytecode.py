@@ -11,8 +11,8 @@ import marshal
 import types
 from typing import Any
 
-from k2to3.findings import Finding
-from k2to3.rules import builtin_code
+from k2to3.core.findings import Finding
+from k2to3.core.rules import builtin_code
 from k2to3.source.hoist import walk_layers
 
 

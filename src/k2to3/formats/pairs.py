@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k2to3.artifact import MAX_METADATA_BYTES, read_artifact, sniff
-from k2to3.errors import InputError, NotPortable
-from k2to3.validate import check_model_config
+from k2to3.core.errors import InputError, NotPortable
+from k2to3.core.validate import check_model_config
+from k2to3.formats.artifact import MAX_METADATA_BYTES, read_artifact, sniff
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 _WEIGHT_STEM_TAILS = ("_weights", "-weights", ".weights", "_weight", "-weight")
@@ -37,7 +37,7 @@ class Pair:
     renamed: dict[str, str] = field(default_factory=dict)  # weights-file layer -> config layer (by order)
 
     def to_report(self, found: bool) -> dict[str, Any]:
-        from k2to3.artifact import file_sha256
+        from k2to3.formats.artifact import file_sha256
 
         return {"config": str(self.config_path), "config_sha256": file_sha256(self.config_path),
                 "found": "beside the weights" if found else "--config",
@@ -184,7 +184,7 @@ def write_merged(p: Pair, out: Path) -> None:
     """The pair as one Keras 2 model file (model_config + model_weights), in the job directory."""
     import h5py
 
-    from k2to3.h5safe import open_checked
+    from k2to3.core.h5safe import open_checked
 
     src = open_checked(p.weights)
     try:

@@ -1,17 +1,17 @@
-"""Render docs/rules.md from rules/layers.toml (`python -m k2to3.rulesdoc > docs/rules.md`)."""
+"""Render docs/rules.md from rules/layers.toml (`python -m k2to3.interfaces.docgen.rules > docs/rules.md`)."""
 
 from __future__ import annotations
 
-from k2to3.rules import keras1_rules, layer_rules, source_rules
+from k2to3.core.rules import keras1_rules, layer_rules, source_rules
 
 HEADER = """# k2to3 rules
 
-Generated from `rules/layers.toml`, `rules/keras1.toml` and `rules/source.toml` by `python -m k2to3.rulesdoc`; do not
-edit by hand (a test checks it is current). Codes: `K2T1xx` tf.* calls, `K2T2xx` keras.backend calls, `K2T3xx`
-Lambda layers, `K2T5xx` tf.keras namespace (reported by `k2to3 lint`, rewritten by `k2to3 fix` where
-fixable); `K2T4xx` artifact config fixes applied by `k2to3 convert`; `K2T9xx` things that need more
-input (source code) or have no portable equivalent. FM numbers refer to the failure
-catalogue in `shared/research/catalogue.md`.
+Generated from `rules/layers.toml`, `rules/keras1.toml` and `rules/source.toml` by
+`python -m k2to3.interfaces.docgen.rules`; do not edit by hand (a test checks it is current). Codes: `K2T1xx` tf.*
+calls, `K2T2xx` keras.backend calls, `K2T3xx` Lambda layers, `K2T5xx` tf.keras namespace (reported by
+`k2to3 lint`, rewritten by `k2to3 fix` where fixable); `K2T4xx` artifact config fixes applied by
+`k2to3 convert`; `K2T9xx` things that need more input (source code) or have no portable equivalent. FM numbers
+refer to the failure catalogue in `shared/research/catalogue.md`.
 
 | code | title | failure mode | safety |
 |---|---|---|---|

@@ -11,7 +11,7 @@ from typing import Any
 
 import tomllib
 
-from k2to3.rules import rules_dir
+from k2to3.core.rules import rules_dir
 
 GETITEM = "__operators__.getitem"
 SHAPE = "k2to3.portable.shape"  # tf.shape's translation: a rebuilt graph keeps it symbolic (rebuild.SymShape)

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.artifact import LegacyArtifact, _names_attr
-from k2to3.errors import K2to3Error, NotPortable
-from k2to3.h5safe import open_checked
+from k2to3.core.errors import K2to3Error, NotPortable
+from k2to3.core.h5safe import open_checked
+from k2to3.formats.artifact import LegacyArtifact, _names_attr
 
 # Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).
 SLOTS: dict[str, dict[str, str]] = {
