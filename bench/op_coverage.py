@@ -54,7 +54,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from k2to3 import ops  # noqa: E402
+from k2to3.core import optable as ops  # noqa: E402
 
 TF_CODES = {"K2T101", "K2T102", "K2T103"}
 K_CODES = {"K2T201", "K2T202", "K2T203"}

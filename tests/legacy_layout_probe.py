@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import tf_keras as k2  # noqa: E402
 from tf_keras.src.saving.legacy.hdf5_format import preprocess_weights_for_loading  # noqa: E402
 
-from k2to3 import weights_legacy  # noqa: E402
+from k2to3.upgrade.keras1 import layouts as weights_legacy  # noqa: E402
 
 L = k2.layers
 CASES = {

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from k2to3 import ops as table  # noqa: E402
+from k2to3.core import optable as table  # noqa: E402
 
 TOL = {"float32": (1e-5, 1e-6), "float16": (1e-3, 1e-3)}
 

@@ -70,9 +70,16 @@ def diff(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
     return {"max_abs": float(d.max()), "max_rel": float((d / np.maximum(np.abs(b), 1e-12)).max())}
 
 
-def main() -> None:
-    from k2to3.optimizer.updates import keras3_optimizer  # the optimizer k2to3 writes for this config
+def keras3_optimizer(cls: str, kwargs: dict, flavour: str):
+    """The Keras 3 optimizer k2to3 writes for a Keras 2 `cls(**kwargs)` (flavour "legacy": tf.keras optimizer_v2,
+    "new": tf.keras >= 2.11), deserialized as load_model does."""
+    import k2to3.portable  # noqa: F401  registers k2to3>Keras2RMSprop, k2to3>Keras2Adagrad
+    from k2to3.upgrade.optimizers import serialized
 
+    return keras.optimizers.deserialize(serialized(cls, {**kwargs, "is_legacy_optimizer": flavour == "legacy"}))
+
+
+def main() -> None:
     out = {}
     for name, (cls, kw) in CASES.items():
         row = {}
@@ -81,7 +88,7 @@ def main() -> None:
                 continue
             k2 = run_k2(getattr(ns, cls)(**kw))
             k3_plain = run_k3(getattr(keras.optimizers, cls)(**kw))
-            k3_k2to3 = run_k3(keras3_optimizer(keras, cls, kw, flavour))
+            k3_k2to3 = run_k3(keras3_optimizer(cls, kw, flavour))
             row[flavour] = {"plain": diff(k3_plain, k2), "k2to3": diff(k3_k2to3, k2)}
         out[name] = row
     print(json.dumps(out))

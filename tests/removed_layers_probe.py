@@ -19,7 +19,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tf_keras as k2  # noqa: E402
 
-from k2to3.portable_removed import LocallyConnected1D, LocallyConnected2D  # noqa: E402
+from k2to3.portable.removed import LocallyConnected1D, LocallyConnected2D  # noqa: E402
 
 CASES = {1: ((9, 3), [3, 2], [1, 2]), 2: ((6, 5, 3), [(3, 2), 2], [(2, 1), 1])}
 

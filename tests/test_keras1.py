@@ -18,7 +18,7 @@ from conftest import H5, ROOT
 from k2to3.core.rules import keras1_rules
 from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
-from k2to3.upgrade.keras1 import is_keras1, to_keras2
+from k2to3.upgrade.keras1.translate import is_keras1, to_keras2
 
 RULES = keras1_rules()
 FILES = ["keras1_sequential", "keras1_functional_rnn", "theano_kernels"]

@@ -27,7 +27,7 @@ from k2to3.audit import run_audit
 from k2to3.convert import Options, convert
 from k2to3.formats.pairs import read_config, resolve
 from k2to3.upgrade import upgrade
-from k2to3.upgrade.keras1 import _deconv_padding, is_keras1, to_keras2
+from k2to3.upgrade.keras1.translate import _deconv_padding, is_keras1, to_keras2
 
 sys.path.insert(0, str(FIXTURES))
 PAIRS = FIXTURES / "longtail" / "keras1_pairs"

@@ -221,8 +221,8 @@ def test_targets_and_loss_need_fit_steps(tmp_path):
 def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     import numpy as np
 
+    from k2to3.checks.training import load_targets, make_targets
     from k2to3.core.errors import InputError
-    from k2to3.optimizer.parity import load_targets, make_targets
 
     outs = [np.zeros((2, 4), "float32")] * 4
     onehot, sparse, binary, reg = make_targets(outs, ["categorical_crossentropy", "sparse_categorical_crossentropy",

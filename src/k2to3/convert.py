@@ -281,9 +281,7 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
             from k2to3.upgrade.cudnn import golden_config
 
             golden_config(work, job.golden_args, artifact.model_config)  # tf_keras runs CuDNN layers on GPU only
-        from k2to3.golden_legacy import prepare as prepare_legacy_golden  # Keras 1 and Theano files
-
-        prepare_legacy_golden(job, artifact)
+        _prepare_legacy_golden(job, artifact)  # Keras 1 and Theano files
         return _run(job, artifact, plan, report, tmp_out, tmp_module if source is not None else None)
     finally:
         if pool is None and pools["pool"] is not None:
@@ -294,6 +292,20 @@ def convert(opts: Options, progress: Progress = lambda s: None, pool: Pool | Non
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _prepare_legacy_golden(job: Job, artifact: Any) -> None:
+    from k2to3.upgrade.keras1 import reference as keras1_reference
+
+    found = keras1_reference.golden_config(artifact.model_config)
+    if found is not None and "golden_config" not in job.golden_args:
+        path = job.work / "golden_keras1_config.json"
+        path.write_text(json.dumps(found[0]))
+        job.golden_args["golden_config"] = str(path)
+        if found[1]:  # K2T485: the Functional form loads by layer name
+            job.golden_args["golden_by_name"] = True
+    if keras1_reference.is_theano(artifact.backend):
+        job.golden_args["theano_kernels"] = True
+
+
 def plan_for(opts: Options, index: Any, artifact: Any, build_fn: str | None) -> tuple[Resolution | None, Plan]:
     """The --src resolution (None without --src) and the upgrade plan of a Keras 2 artifact."""
     source = None
@@ -302,9 +314,9 @@ def plan_for(opts: Options, index: Any, artifact: Any, build_fn: str | None) -> 
                                   module_name_for(opts.out.stem), build_fn)
     plan = upgrade(artifact.model_config, artifact.training_config, source) if artifact.model_config \
         else Plan(model={})
-    from k2to3.golden_legacy import findings as legacy_findings  # Theano-trained kernels (K2T480)
+    from k2to3.upgrade.keras1 import reference as keras1_reference  # Theano-trained kernels (K2T480)
 
-    plan.findings.extend(legacy_findings(artifact))
+    plan.findings.extend(keras1_reference.findings(artifact.backend))
     return source, plan
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.optimizer.parity import MIXED
+from k2to3.checks.training import MIXED
 from k2to3.workers.pool import crashed, reply_or_error, with_args
 
 
@@ -36,8 +36,8 @@ def run_training_checks(job: Any, report: dict[str, Any], keras: Path, verify: t
                         outputs: list[np.ndarray], training_config: dict[str, Any] | None, weight_bytes: int,
                         losses: list[Any]) -> None:
     """Fill report["gradients"] (opts.grads) and report["training"] (opts.fit_steps) from one pool round."""
+    from k2to3.checks.training import fit_jobs, fit_section
     from k2to3.gradients import build_section, gradient_jobs, gradient_section, step_context
-    from k2to3.optimizer.parity import fit_jobs, fit_section
 
     opts = job.opts
     shared = step_grads_apply(job, report, training_config)

@@ -101,9 +101,9 @@ class Restorer:
         self.transforms = transforms or {}
         self.ledger = Ledger()
         self.assigned: set[int] = set()
-        from k2to3.upgrade.keras1 import is_keras1
+        from k2to3.upgrade.keras1.translate import is_keras1
 
-        # Layouts older than Keras 2 (weights_legacy.py): Keras 1 files, Theano-trained convolution kernels.
+        # Layouts older than Keras 2 (upgrade/keras1/layouts.py): Keras 1 files, Theano-trained convolution kernels.
         self.keras1 = artifact.model_config is not None and is_keras1(artifact.model_config)
         self.theano = (artifact.backend or "").lower() == "theano"
         self.pairs: dict[str, Any] = {}  # dataset path in the file -> the Keras 3 variable it was restored into
@@ -154,9 +154,9 @@ class Restorer:
 
     def legacy_layout(self, layer: Any, entries: list[WeightEntry], values: dict[str, np.ndarray],
                       where: str) -> list[WeightEntry]:
-        """Keras 1 / Theano tensors converted to Keras 2's layout (weights_legacy.py), added to `values` under
+        """Keras 1 / Theano tensors converted to Keras 2's layout (upgrade/keras1/layouts.py), added to `values` under
         new keys; the entries to restore from."""
-        from k2to3.upgrade import keras1_layouts as weights_legacy
+        from k2to3.upgrade.keras1 import layouts as weights_legacy
         cls, arrays, out = type(layer).__name__, [values[e.h5path] for e in entries], None
         if self.keras1:
             out = self._keras1_layout(layer, arrays, [e.name for e in entries])
@@ -182,7 +182,7 @@ class Restorer:
     def _keras1_layout(self, layer: Any, arrays: list[np.ndarray], names: list[str]) -> list[np.ndarray] | None:
         """weights_legacy.keras1 for one layer; a Bidirectional converts each half with its direction's layer and
         a TimeDistributed with its inner layer, as Keras 2.0's preprocess_weights_for_loading recursed."""
-        from k2to3.upgrade import keras1_layouts as weights_legacy
+        from k2to3.upgrade.keras1 import layouts as weights_legacy
         cls = type(layer).__name__
         if cls == "Bidirectional" and arrays and len(arrays) % 2 == 0:
             half = len(arrays) // 2

@@ -150,7 +150,7 @@ def _top_layers(config: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, class_name) of the model's own layers, in config order (= Keras 2 model.layers order)."""
     cfg = config["config"]
     layers = cfg if isinstance(cfg, list) else cfg.get("layers", [])
-    from k2to3.upgrade.keras1 import is_merge_of_models
+    from k2to3.upgrade.keras1.translate import is_merge_of_models
 
     if is_merge_of_models(config):  # Keras 1 Sequential(Merge of models): save_weights wrote flattened_layers
         branches = [b.get("config") for b in layers[0]["config"]["layers"] if isinstance(b, dict)]

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from k2to3.upgrade import keras1, values
+from k2to3.upgrade import values
 from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name, portable_function
 from k2to3.upgrade.core import Upgrader
+from k2to3.upgrade.keras1 import translate as keras1
 from k2to3.upgrade.plan import (
     INNER_LAYER_KEYS,
     MODEL_CLASSES,

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from k2to3.optimizer.config import decay_schedule, keras3_schedule, loss_scale_config
-from k2to3.optimizer.updates import portable_class, serialized, update_findings
+from k2to3.upgrade.optimizers import (
+    decay_schedule,
+    keras3_schedule,
+    loss_scale_config,
+    portable_class,
+    serialized,
+    update_findings,
+)
 
 if TYPE_CHECKING:
     from k2to3.upgrade.core import Upgrader

@@ -1,4 +1,7 @@
-"""Keras 2 optimizer config pieces -> Keras 3 (used by upgrade/training.py; pure Python)."""
+"""Keras 2 optimizer configs -> Keras 3 (used by training.py; pure Python): learning-rate schedules, Keras 2's
+`decay`, loss scaling, and where Keras 3 computes a different update than Keras 2 for the same hyper-parameters
+(rules/optimizers.toml, found by tests/optimizer_update_probe.py): the k2to3 optimizer written instead
+(k2to3.portable.optimizers) or the finding."""
 
 from __future__ import annotations
 
@@ -46,3 +49,41 @@ def loss_scale_config(tc: Any, cfg: dict[str, Any]) -> dict[str, Any] | None:
             "config": {"name": "loss_scale_optimizer", "inner_optimizer": inner,
                        "initial_scale": cfg.get("initial_scale", 2.0 ** 15),
                        "dynamic_growth_steps": cfg.get("dynamic_growth_steps", 2000)}}
+
+
+def is_optimizer_v2(cfg: dict[str, Any]) -> bool:
+    """tf.keras optimizer_v2 and standalone Keras 2 configs have no `is_legacy_optimizer: false` (>= 2.11 ones do)."""
+    return cfg.get("is_legacy_optimizer", True) is not False
+
+
+def portable_class(cls: str, cfg: dict[str, Any]) -> str | None:
+    """The k2to3 optimizer that keeps Keras 2's update where plain Keras 3's differs, else None."""
+    if cls == "RMSprop" and is_optimizer_v2(cfg) and not cfg.get("momentum"):
+        return "Keras2RMSprop"  # epsilon outside the square root (K2T602)
+    if cls == "Adagrad" and is_optimizer_v2(cfg):
+        return "Keras2Adagrad"  # epsilon outside the square root (K2T610)
+    return None
+
+
+PORTABLE_MODULE = "k2to3.portable.optimizers"  # where Keras2RMSprop / Keras2Adagrad live (registered k2to3>Name)
+
+
+def update_findings(cls: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
+    """(code, message) for the update differences Keras 3 cannot express (rules/optimizers.toml, status finding)."""
+    if cls == "Nadam" and is_optimizer_v2(cfg):
+        return [("K2T605", "Nadam (optimizer_v2): Keras 3's momentum schedule is 0.96**t, Keras 2's "
+                 "0.96**(0.004*t); training continues with Keras 3's schedule")]
+    if cls == "Nadam":
+        return [("K2T606", "Nadam: tf_keras did not save u_product and multiplies it once per variable per step; "
+                 "Keras 3 restarts it at 1.0 and multiplies once per step")]
+    return []
+
+
+def serialized(cls: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Keras 3 serialized optimizer for a translated config (keys already Keras 3's)."""
+    port = portable_class(cls, cfg)
+    clean = {k: v for k, v in cfg.items() if k != "is_legacy_optimizer"}
+    if port:
+        return {"module": PORTABLE_MODULE, "class_name": port, "config": clean,
+                "registered_name": f"k2to3>{port}"}
+    return {"module": "keras.optimizers", "class_name": cls, "config": clean, "registered_name": None}

@@ -20,7 +20,7 @@ import keras
 import numpy as np
 from keras import ops
 
-PACKAGE = "k2to3"
+from k2to3.portable.registry import register
 
 
 def _output_length(length: int, kernel: int, padding: str, stride: int) -> int:
@@ -174,21 +174,21 @@ class _LocallyConnected(keras.layers.Layer):
                 "implementation": self.implementation}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class LocallyConnected1D(_LocallyConnected):
     """Keras 2 LocallyConnected1D (removed in Keras 3): an unshared 1-D convolution, Keras 2's weight layout."""
 
     rank = 1
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class LocallyConnected2D(_LocallyConnected):
     """Keras 2 LocallyConnected2D (removed in Keras 3): an unshared 2-D convolution, Keras 2's weight layout."""
 
     rank = 2
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class Maxout(keras.layers.Layer):
     """tensorflow-addons `tfa.layers.Maxout` (tensorflow_addons/layers/maxout.py): the axis of size C is split
     into (C // num_units, num_units) and the maximum over the first taken."""
@@ -216,7 +216,7 @@ class Maxout(keras.layers.Layer):
         return {**super().get_config(), "num_units": self.num_units, "axis": self.axis}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class WeightNormalization(keras.layers.Wrapper):
     """tensorflow-addons `tfa.layers.WeightNormalization` (tensorflow_addons/layers/wrappers.py): the wrapped
     layer runs with kernel = l2_normalize(v, all axes but the last) * g, v being its saved kernel (for an RNN,
@@ -259,7 +259,7 @@ class WeightNormalization(keras.layers.Wrapper):
         return {**super().get_config(), "data_init": self.data_init}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class MaxoutDense(keras.layers.Layer):
     """Keras 1 `MaxoutDense` (keras/layers/core.py, Keras 1.2; keras/legacy/layers.py in Keras 2.0-2.2):
     max over nb_feature dense maps, W (nb_feature, input_dim, output_dim), b (nb_feature, output_dim)."""
@@ -288,7 +288,7 @@ class MaxoutDense(keras.layers.Layer):
                 "bias": self.bias}
 
 
-@keras.saving.register_keras_serializable(package=PACKAGE)
+@register
 class Highway(keras.layers.Layer):
     """Keras 1 `Highway` (keras/layers/core.py, Keras 1.2; keras/legacy/layers.py in Keras 2.0-2.2):
     t = sigmoid(x W_carry + b_carry); y = activation(x W + b) * t + x * (1 - t). Weights W, W_carry, b, b_carry
