@@ -21,7 +21,7 @@ from make_audit_store import make_store  # noqa: E402
 
 from k2to3.audit import _definitions, index_sources, run_audit, static_verdict, walk  # noqa: E402
 from k2to3.auditreport import write  # noqa: E402
-from k2to3.core.errors import K2to3Error  # noqa: E402
+from k2to3.errors import K2to3Error  # noqa: E402
 from k2to3.formats.artifact import file_sha256, read_artifact  # noqa: E402
 
 

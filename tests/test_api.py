@@ -12,7 +12,7 @@ import pytest
 from conftest import FIXTURES, H5, ROOT
 
 import k2to3
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 DOC = ROOT / "docs" / "api.md"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import BAD, H5
 
-from k2to3.core.errors import Exit, K2to3Error
+from k2to3.errors import Exit, K2to3Error
 from k2to3.formats.artifact import read_artifact, sniff
 
 

@@ -13,8 +13,8 @@ from conftest import FIXTURES, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from k2to3.core.errors import K2to3Error
 from k2to3.core.validate import check_model_config
+from k2to3.errors import K2to3Error
 from k2to3.upgrade import upgrade
 
 

@@ -56,8 +56,8 @@ def test_convert_refuses_with_one_line(case, tmp_path):
 
 def test_library_refuses_before_reading(tmp_path):
     """The same checks through the API: read_artifact/read_keras_config and the golden's gate (check_file)."""
-    from k2to3.core.errors import InputError
     from k2to3.core.h5safe import check_file
+    from k2to3.errors import InputError
     from k2to3.formats.artifact import read_artifact, read_keras_config
 
     for case, make in REFUSED.items():
@@ -85,7 +85,7 @@ def test_tensor_cap_is_configurable(tmp_path):
 
 
 def test_savedmodel_symlink_outside_refused(tmp_path):
-    from k2to3.core.errors import InputError
+    from k2to3.errors import InputError
     from k2to3.formats.artifact import read_keras_config
 
     sm = tmp_path / "sm"
@@ -147,8 +147,8 @@ def test_nonfinite_weights_convert_and_are_reported(tmp_path):
 
 def test_declared_shapes_match_the_config_on_every_real_file():
     """The config-implied shape check refuses none of the real and fixture files (and checks most weights)."""
-    from k2to3.core.errors import K2to3Error
     from k2to3.core.weight_shapes import _top_layers, expected_shapes
+    from k2to3.errors import K2to3Error
     from k2to3.formats.artifact import read_artifact
 
     files = sorted({*FIXTURES.glob("**/*.h5"), *CORPUS.glob("**/*.h5")})

@@ -19,8 +19,8 @@ from test_convert import check_parity
 
 from k2to3.audit import run_audit, static_verdict, walk
 from k2to3.convert import Options, convert
-from k2to3.core.errors import Exit, InputError
 from k2to3.core.optable import lookup
+from k2to3.errors import Exit, InputError
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.multigpu import detect
 from k2to3.formats.pairs import config_candidates, find_config, read_config, resolve

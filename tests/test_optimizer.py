@@ -13,7 +13,7 @@ import zipfile
 import pytest
 from conftest import CORPUS, FIXTURES, ROOT
 
-from k2to3.core.errors import NotPortable
+from k2to3.errors import NotPortable
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.optimizer_state import SLOTS, read_state
 from k2to3.interfaces.docgen.optimizers import optimizer_rules, updated
@@ -204,7 +204,7 @@ def test_saved_compile_config_lets_each_backend_choose_jit(fitted):
 
 def test_targets_and_loss_need_fit_steps(tmp_path):
     from k2to3.convert import Options, check_paths
-    from k2to3.core.errors import InputError
+    from k2to3.errors import InputError
 
     with pytest.raises(InputError, match="--loss applies to --fit-steps and --grads only"):
         check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse"))
@@ -222,7 +222,7 @@ def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     import numpy as np
 
     from k2to3.checks.training import load_targets, make_targets
-    from k2to3.core.errors import InputError
+    from k2to3.errors import InputError
 
     outs = [np.zeros((2, 4), "float32")] * 4
     onehot, sparse, binary, reg = make_targets(outs, ["categorical_crossentropy", "sparse_categorical_crossentropy",

@@ -21,7 +21,7 @@ import pytest
 from conftest import FIXTURES, record
 
 from k2to3.convert import NotPortableReport, Options, convert
-from k2to3.core.errors import InputError, NotPortable
+from k2to3.errors import InputError, NotPortable
 from k2to3.formats.artifact import read_artifact
 from k2to3.source.extract import index_sources
 from k2to3.source.hoist import resolve_sources
@@ -332,7 +332,7 @@ def test_no_code_path_unmarshals_bytecode_without_trust(tmp_path):
 def test_recorded_lambda_output_shape_is_checked(pool, tmp_path):
     """A raw output_shape in the file that the matched source function does not produce stops the conversion
     (the file is edited with h5py to record (3,) where scale_shift gives (8,))."""
-    from k2to3.core.errors import K2to3Error
+    from k2to3.errors import K2to3Error
 
     h5 = tmp_path / "edited.h5"
     h5.write_bytes((MODELS / "lambda_args.h5").read_bytes())

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from conftest import CORPUS, FIXTURES
 
-from k2to3.core.errors import NotPortable
+from k2to3.errors import NotPortable
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.optimizer_state import read_state
 

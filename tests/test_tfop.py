@@ -12,7 +12,7 @@ from conftest import CACHE, FIXTURES, H5, record
 from test_convert import check_parity
 
 from k2to3.convert import Options, convert
-from k2to3.core.errors import K2to3Error
+from k2to3.errors import K2to3Error
 from k2to3.upgrade import upgrade
 
 pytestmark = pytest.mark.slow

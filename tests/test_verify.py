@@ -16,7 +16,7 @@ from conftest import FIXTURES, H5
 from test_cli import k2to3, one_error_line
 
 from k2to3.convert import Options, convert
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.golden import golden_path, read_golden
 from k2to3.verification import VerifyOptions, verify
 

@@ -81,7 +81,7 @@ class ModelReport:
 
 def _training(mode: str) -> bool:
     if mode not in ("train", "inference"):
-        from k2to3.core.errors import InputError
+        from k2to3.errors import InputError
 
         raise InputError(f"grads_mode={mode!r}: unknown mode", hint="choose 'train' or 'inference'")
     return mode == "train"
@@ -173,7 +173,7 @@ class LintReport:
 
 
 def _config(paths: list[Path], select: Sequence[str] | None, ignore: Sequence[str] | None) -> Any:
-    from k2to3.core.errors import InputError
+    from k2to3.errors import InputError
     from k2to3.source.files import load_config
 
     missing = [p for p in paths if not p.exists()]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3 import __version__
-from k2to3.core.errors import K2to3Error
+from k2to3.errors import K2to3Error
 from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, read_keras_config, sniff
 from k2to3.source.extract import SourceIndex, index_sources
 from k2to3.source.files import SKIP_DIRS, Config

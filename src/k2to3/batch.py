@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3 import __version__, store
-from k2to3.core.errors import Exit, InputError, K2to3Error
+from k2to3.errors import Exit, InputError, K2to3Error
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).
 OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "invalid", "error")

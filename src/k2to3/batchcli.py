@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from k2to3.core.errors import InputError, K2to3Error
+from k2to3.errors import InputError, K2to3Error
 
 REPORT_FORMATS = ("md", "html", "json")
 

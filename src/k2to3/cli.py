@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from k2to3 import __version__
-from k2to3.core.errors import K2to3Error
+from k2to3.errors import K2to3Error
 
 app = typer.Typer(
     add_completion=False,
@@ -45,7 +45,7 @@ MAX_MEMORY_HELP = ("Memory budget for all k2to3 processes, e.g. 4G or 1500M: bac
 
 def _grads_training(mode: str) -> bool:
     if mode not in ("train", "inference"):
-        from k2to3.core.errors import InputError
+        from k2to3.errors import InputError
 
         _fail(InputError(f"--grads-mode {mode}: unknown mode", hint="choose train or inference"))
     return mode == "train"
@@ -54,7 +54,7 @@ def _grads_training(mode: str) -> bool:
 def _max_memory(text: str | None) -> int | None:
     if text is None:
         return None
-    from k2to3.core.errors import InputError
+    from k2to3.errors import InputError
     from k2to3.workers.memory import parse_size
 
     try:

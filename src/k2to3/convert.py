@@ -21,8 +21,8 @@ import numpy as np
 from k2to3 import __version__
 from k2to3.api import CallableModule
 from k2to3.checks.compare import compare_outputs, first_divergent_layer, noise_stats, noise_verdict
-from k2to3.core.errors import Exit, InputError, K2to3Error, NotPortable
 from k2to3.core.inputs import input_specs, load_inputs, make_inputs
+from k2to3.errors import Exit, InputError, K2to3Error, NotPortable
 from k2to3.formats.artifact import file_sha256, read_artifact, read_keras_config, sniff
 from k2to3.source.extract import index_sources
 from k2to3.source.hoist import Resolution, collect_needs, module_name_for, resolve_in_files, resolve_sources

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from k2to3 import __version__
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.formats.artifact import file_sha256
 
 if TYPE_CHECKING:

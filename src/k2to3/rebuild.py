@@ -13,7 +13,7 @@ import keras
 import numpy as np
 
 from k2to3.core import optable as op_table
-from k2to3.core.errors import K2to3Error, NotPortable
+from k2to3.errors import K2to3Error, NotPortable
 from k2to3.upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
 from k2to3.upgrade.names import unique
 

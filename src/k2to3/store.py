@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 SOURCE_SUFFIXES = (".py",)

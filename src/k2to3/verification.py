@@ -30,7 +30,7 @@ from k2to3.convert import (
     tolerances,
     verify_backends,
 )
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.formats.artifact import file_sha256, read_artifact, sniff
 from k2to3.golden import Golden, read_golden
 from k2to3.gradients import apply_verdict

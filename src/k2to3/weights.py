@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from k2to3.core.errors import K2to3Error
+from k2to3.errors import K2to3Error
 from k2to3.formats.artifact import LegacyArtifact, WeightEntry
 
 

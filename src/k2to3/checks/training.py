@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.compare import compare_arrays, per_backend
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.workers.pool import reply_or_error
 
 SEED = 20240301

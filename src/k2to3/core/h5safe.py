@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 # Largest single weight tensor k2to3 will read; the biggest Keras application tensors are ~400 MB.
 MAX_TENSOR_BYTES = int(os.environ.get("K2TO3_MAX_TENSOR_BYTES", str(2 << 30)))

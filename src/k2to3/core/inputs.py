@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 SEED = 20240229
 BATCH = 2

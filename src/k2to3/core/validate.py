@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 _MODELS = {"Functional", "Model", "Sequential"}
 _HINT = "the config was not written by Keras 2; re-save the model with model.save('x.h5'); see docs/security.md"

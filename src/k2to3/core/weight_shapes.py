@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 Pattern = tuple[int | None, ...]
 _CONV = {"Conv1D": 1, "Conv2D": 2, "Conv3D": 3, "Convolution1D": 1, "Convolution2D": 2, "Convolution3D": 3}

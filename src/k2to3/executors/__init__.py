@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 
 Work = Callable[[dict[str, Any], Any], dict[str, Any]]
 Done = Callable[[dict[str, Any], dict[str, Any]], None]

@@ -11,7 +11,7 @@ import os
 from collections import deque
 from typing import Any
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.executors import Done, Work, error_result
 
 MAX_RETRIES = 2

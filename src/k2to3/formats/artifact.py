@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import InputError, NotPortable
 from k2to3.core.h5safe import open_checked, read_dataset
 from k2to3.core.validate import check_model_config
 from k2to3.core.weight_shapes import check_declared_shapes
+from k2to3.errors import InputError, NotPortable
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 # HDF5 allows a user block before the superblock at 0, 512, 1024, 2048, ... bytes.

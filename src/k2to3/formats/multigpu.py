@@ -92,7 +92,7 @@ def write_template(src: Path, found: dict[str, Any], out: Path) -> None:
         for w in names:
             owner = w.split("/")[0]
             if owner not in per_layer:
-                from k2to3.core.errors import NotPortable
+                from k2to3.errors import NotPortable
 
                 raise NotPortable(f"{src}: multi_gpu_model template weight {w} names no layer of "
                                   f"'{found['template']}'", hint="report it to k2to3 with the file")

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import K2to3Error, NotPortable
 from k2to3.core.h5safe import open_checked
+from k2to3.errors import K2to3Error, NotPortable
 from k2to3.formats.artifact import LegacyArtifact, _names_attr
 
 # Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).

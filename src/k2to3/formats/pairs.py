@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k2to3.core.errors import InputError, NotPortable
 from k2to3.core.validate import check_model_config
+from k2to3.errors import InputError, NotPortable
 from k2to3.formats.artifact import MAX_METADATA_BYTES, read_artifact, sniff
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")

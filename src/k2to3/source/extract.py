@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k2to3.core.errors import InputError
+from k2to3.errors import InputError
 from k2to3.source.classify import LAMBDA, keras_name
 from k2to3.source.lint import collect_aliases, dotted
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import K2to3Error
+from k2to3.errors import K2to3Error
 from k2to3.weights import weight_hash
 from k2to3.workers import lean, memory
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.errors import Exit, K2to3Error
 from k2to3.core.h5safe import open_checked, read_dataset
+from k2to3.errors import Exit, K2to3Error
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.formats.optimizer_state import SLOTS, read_state
 

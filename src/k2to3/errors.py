@@ -1,4 +1,5 @@
-"""User-facing errors and the documented exit codes (docs/exit-codes.md)."""
+"""User-facing errors and the documented exit codes (docs/exit-codes.md). A public module: `from k2to3.errors import
+NotPortable` (docs/api.md); it imports nothing, so every layer may raise these."""
 
 from __future__ import annotations
 
