@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from k2to3.audit import run_audit  # noqa: E402
+from k2to3.stores.audit import run_audit  # noqa: E402
 
 
 def main() -> None:

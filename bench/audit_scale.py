@@ -19,10 +19,14 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 from make_audit_store import make_store  # noqa: E402
 
-from k2to3.audit import _definitions, index_sources, run_audit, static_verdict, walk  # noqa: E402
-from k2to3.auditreport import write  # noqa: E402
 from k2to3.errors import K2to3Error  # noqa: E402
 from k2to3.formats.artifact import file_sha256, read_artifact  # noqa: E402
+from k2to3.source.extract import index_sources  # noqa: E402
+from k2to3.stores.audit import run_audit  # noqa: E402
+from k2to3.stores.auditreport import write  # noqa: E402
+from k2to3.stores.discover import walk  # noqa: E402
+from k2to3.stores.static import definitions as _definitions  # noqa: E402
+from k2to3.stores.static import static_verdict  # noqa: E402
 
 
 def baseline(paths: list[Path]) -> float:

@@ -51,7 +51,8 @@ def main() -> None:
     # Cold, as a first conversion: jax's persistent compilation cache would serve later runs the compiled
     # predict and training step (docs/convert.md#jax-compilation-cache).
     os.environ["K2TO3_JAX_CACHE"] = "off"
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
     from k2to3.workers.pool import Pool
 
     plain, grads, detail = [], [], []
@@ -63,7 +64,7 @@ def main() -> None:
             for with_grads, times in ((False, plain), (True, grads)):
                 out = Path(tmp) / f"r{i}-{int(with_grads)}.keras"
                 t0 = time.perf_counter()
-                rep = convert(Options(src=MODEL, out=out, grads=with_grads, fit_steps=1 if with_grads else 0),
+                rep = convert(Options(src=MODEL, output=out, grads=with_grads, fit_steps=1 if with_grads else 0),
                               pool=pool)
                 times.append(time.perf_counter() - t0)
                 print(f"run {i} {'--grads' if with_grads else 'plain  '}: {times[-1]:7.1f} s  verdict "

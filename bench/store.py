@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from k2to3 import batch  # noqa: E402
-from k2to3.executors.local import LocalExecutor  # noqa: E402
+from k2to3.stores import batch  # noqa: E402
+from k2to3.stores.executors.local import LocalExecutor  # noqa: E402
 
 GENERATE = textwrap.dedent("""
     import os, sys
@@ -44,7 +44,7 @@ def generate(store: Path, n: int) -> None:
     subprocess.run([sys.executable, "-c", GENERATE, str(store), str(n)], check=True, env=env)
 
 
-def timed(store: Path, out: Path, executor: object, settings: batch.Settings) -> dict[str, float]:
+def timed(store: Path, out: Path, executor: object, settings: dict) -> dict[str, float]:
     marks: list[float] = []
     t0 = time.perf_counter()
     items = batch.plan([str(store)], str(out), settings)
@@ -64,14 +64,14 @@ def main() -> None:
     ap.add_argument("--backends", default="tensorflow,torch,jax")
     ap.add_argument("--ray-cpus", type=int, default=2)
     args = ap.parse_args()
-    settings = batch.Settings(backends=tuple(args.backends.split(",")))
+    settings = {"backends": tuple(args.backends.split(","))}
     with tempfile.TemporaryDirectory() as d:
         store = Path(d) / "store"
         generate(store, args.n)
         local = timed(store, Path(d) / "out-local", LocalExecutor(backends=settings.backends), settings)
         import ray
 
-        from k2to3.executors.ray import RayExecutor
+        from k2to3.stores.executors.ray import RayExecutor
 
         t = time.perf_counter()
         ray.init(num_cpus=args.ray_cpus, include_dashboard=False, log_to_driver=False)

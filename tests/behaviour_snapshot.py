@@ -127,8 +127,12 @@ def _legacy_verify(model: Any, *, pool: Any = None, **kw: Any) -> dict[str, Any]
 
 
 def run(case: dict[str, Any], pool: Any, tmp: Path) -> dict[str, Any]:
-    import k2to3.api as api
     from k2to3.errors import K2to3Error
+
+    try:
+        import k2to3.interfaces.api as api
+    except ImportError:  # before the redesign
+        import k2to3.api as api  # type: ignore[no-redef]
 
     opts = {k: case[k] for k in ("sources", "fit_steps", "grads", "grads_mode", "save_golden", "config")
             if k in case}

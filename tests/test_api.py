@@ -31,10 +31,19 @@ def test_import_is_light_and_lint_fix_never_import_backends():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
-def test_convert_is_the_module_and_the_function():
-    import k2to3.convert as module
+def test_convert_is_the_api_function_and_takes_every_cli_option():
+    import inspect
 
-    assert k2to3.convert is module and callable(module) and module.Options  # pipeline module, API call
+    from k2to3.core.options import ConvertOptions, VerifyOptions, fields_of
+    from k2to3.interfaces import api
+
+    assert k2to3.convert is api.convert and k2to3.verify is api.verify
+    for fn, cls, command in ((k2to3.convert, ConvertOptions, "convert"), (k2to3.verify, VerifyOptions, "verify")):
+        params = inspect.signature(fn).parameters
+        missing = [f.name for f in fields_of(cls, command) if f.name not in params]
+        assert not missing, f"{command}: CLI options without an API keyword: {missing}"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'fit_stepz'"):
+        k2to3.convert("a.h5", "b.keras", fit_stepz=2)
 
 
 def test_errors_raise_instead_of_exiting(tmp_path):

@@ -13,8 +13,9 @@ import pytest
 from conftest import CACHE, FIXTURES, record
 from test_convert import check_parity
 
-from k2to3.convert import Options, convert
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.formats.artifact import read_artifact
+from k2to3.pipeline.convert import convert
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,7 @@ TOLERANCES = {"mobilenetv3large": {"rtol": 5e-4, "atol": 1e-5}}
 
 @pytest.mark.parametrize("app", APPS)
 def test_application_converts_with_parity(app, apps, pool, tmp_path):
-    report = convert(Options(src=apps[app], out=tmp_path / f"{app}.keras", **TOLERANCES.get(app, {})), pool=pool)
+    report = convert(Options(src=apps[app], output=tmp_path / f"{app}.keras", **TOLERANCES.get(app, {})), pool=pool)
     record(app, report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras"

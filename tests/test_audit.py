@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import ARTIFACTS, FIXTURES, H5
 
-from k2to3.audit import run_audit
-from k2to3.auditreport import write
+from k2to3.stores.audit import run_audit
+from k2to3.stores.auditreport import write
 
 
 def test_static_audit_of_corpus_writes_three_forms(corpus, tmp_path):
@@ -119,7 +119,7 @@ def test_lambda_files_are_portable_with_the_trees_source(corpus, tmp_path):
     """The nnom and CarND files' Lambdas resolve from the training scripts in the same tree, each script on its
     own (tests/fixtures/src also holds k2_zoo.py, whose inline Lambdas would make CarND's ambiguous in a merged
     index)."""
-    from k2to3.audit import run_audit
+    from k2to3.stores.audit import run_audit
 
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "src", repo / "src")

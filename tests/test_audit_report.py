@@ -14,8 +14,8 @@ from conftest import ARTIFACTS, FIXTURES
 sys.path.insert(0, str(FIXTURES))
 from make_audit_store import make_store
 
-from k2to3.audit import run_audit
-from k2to3.auditreport import SCHEMA, write
+from k2to3.stores.audit import run_audit
+from k2to3.stores.auditreport import SCHEMA, write
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -190,7 +190,7 @@ def _optimizer_tree(d: Path) -> Path:
 
 
 def _optimizer_cells(out: Path) -> tuple[dict, dict[str, str], str, str]:
-    from k2to3.auditreport.model import optimizer_text
+    from k2to3.stores.auditreport.model import optimizer_text
 
     m = json.loads((out / "audit.json").read_text())
     cells = {a["relpath"]: optimizer_text(a["optimizer_state"]) for a in m["artifacts"]}
@@ -220,7 +220,7 @@ def test_optimizer_state_per_artifact_static(tmp_path):
 @pytest.mark.slow
 def test_optimizer_state_verified_replaces_the_prediction(pool, tmp_path):
     """With --verify the cell is the convert report's optimizer section: the ledger of the built Keras 3 optimizer."""
-    from k2to3.audit import verify_one
+    from k2to3.stores.verify import verify_one
 
     root = _optimizer_tree(tmp_path / "tree")
     rep = run_audit([root], tmp_path / "out")

@@ -103,10 +103,11 @@ def test_rerun_converts_nothing(converted):
     assert {k: v for k, v in after.items() if k.endswith(".keras")} == \
         {k: v for k, v in keras_before.items() if k.endswith(".keras")}
     # Other options are other work: a new tolerance misses the cache for every artifact.
-    from k2to3 import batch
+    from k2to3.stores import batch
+    items = batch.plan([str(store)], str(out), {"backends": ("tensorflow",), "rtol": 1e-3})
+    from k2to3.stores.cache import BATCH_CACHE, StoreCache
 
-    items = batch.plan([str(store)], str(out), batch.Settings(backends=("tensorflow",), rtol=1e-3))
-    cache = batch.StoreCache(str(out), batch.BATCH_CACHE)
+    cache = StoreCache(str(out), BATCH_CACHE)
     assert all(cache.get(i["key"]) is None for i in items)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from k2to3.audit import run_audit
-from k2to3.auditreport import build, write
+from k2to3.stores.audit import run_audit
+from k2to3.stores.auditreport import build, write
 
 sys.path.insert(0, str(FIXTURES))
 import make_hostile_fixtures as hostile

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import H5, good_fixtures, record
 
-from k2to3.convert import NotPortableReport, Options, convert
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.core.rules import layer_rules
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.report import NotPortableReport
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +45,7 @@ def check_parity(report: dict) -> None:
 @pytest.mark.parametrize("fx", good_fixtures(), ids=lambda m: m["name"])
 def test_fixture_converts_with_parity(fx, pool, tmp_path):
     out = tmp_path / "model.keras"
-    report = convert(Options(src=H5 / fx["file"], out=out), pool=pool)
+    report = convert(Options(src=H5 / fx["file"], output=out), pool=pool)
     record(fx["name"], report)
     check_parity(report)
     assert out.exists() and not list(tmp_path.glob(".*partial*"))
@@ -70,7 +72,7 @@ PARITY = [
 
 @pytest.mark.parametrize("rel", PARITY)
 def test_corpus_file_converts_with_parity(rel, corpus, pool, tmp_path):
-    report = convert(Options(src=corpus / rel, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=corpus / rel, output=tmp_path / "m.keras"), pool=pool)
     record(rel, report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras"
@@ -82,7 +84,7 @@ def test_sleap_bottomup_multiclass_float32_noise(corpus, pool, tmp_path):
     mismatch, names the head as the first divergent layer, and the report's minimum passing atol is
     what a user needs; argmax agrees to 99.99%."""
     src = corpus / "sleap/min_tracks_2node.UNet.bottomup_multiclass.best_model.h5"
-    report = convert(Options(src=src, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=src, output=tmp_path / "m.keras"), pool=pool)
     record("sleap bottomup_multiclass (default tol)", report)
     assert report["backends"]["tensorflow"]["status"] == "parity"
     for b in ("torch", "jax"):
@@ -91,7 +93,7 @@ def test_sleap_bottomup_multiclass_float32_noise(corpus, pool, tmp_path):
             assert v["first_divergent_layer"]["layer"] == "MultiInstanceConfmapsHead_0"
             assert max(o["min_atol"] for o in v["outputs"]) < 1e-4
             assert min(o["argmax_agreement"] for o in v["outputs"]) > 99.9
-    report = convert(Options(src=src, out=tmp_path / "m2.keras", atol=1e-4), pool=pool)
+    report = convert(Options(src=src, output=tmp_path / "m2.keras", atol=1e-4), pool=pool)
     record("sleap bottomup_multiclass (atol=1e-4)", report)
     check_parity(report)
 
@@ -101,7 +103,7 @@ def test_sleap_bottomup_multiclass_float32_noise(corpus, pool, tmp_path):
 def test_lambda_bytecode_files_stop_without_running_it(rel, corpus, tmp_path):
     out = tmp_path / "m.keras"
     with pytest.raises(NotPortableReport) as exc:
-        convert(Options(src=corpus / rel, out=out))
+        convert(Options(src=corpus / rel, output=out))
     assert "K2T901" in exc.value.line() and "--src" in exc.value.line()
     assert not out.exists() and not list(tmp_path.iterdir())
 
@@ -114,7 +116,7 @@ def test_converted_file_loads_with_plain_keras_and_safe_mode(pool, tmp_path):
     import sys
 
     out = tmp_path / "m.keras"
-    convert(Options(src=H5 / "lstm_hard_sigmoid.h5", out=out), pool=pool)
+    convert(Options(src=H5 / "lstm_hard_sigmoid.h5", output=out), pool=pool)
     code = ("import k2to3.portable, keras, numpy as np, json, sys; "
             "m = keras.saving.load_model(sys.argv[1], safe_mode=True); "
             "print(json.dumps([m.count_params(), sys.modules.get('tensorflow') is None or "
@@ -130,7 +132,7 @@ def test_converted_file_loads_with_plain_keras_and_safe_mode(pool, tmp_path):
 def test_mismatch_names_first_divergent_layer(pool, tmp_path):
     """A 'parity' claim must be able to fail: compare against inputs that differ from the golden's
     by patching the reference tolerance to zero on a model with real cross-backend noise."""
-    report = convert(Options(src=H5 / "fm05_rnn_time_major.h5", out=tmp_path / "m.keras", rtol=0.0, atol=0.0),
+    report = convert(Options(src=H5 / "fm05_rnn_time_major.h5", output=tmp_path / "m.keras", rtol=0.0, atol=0.0),
                      pool=pool)
     bad = {b: v for b, v in report["backends"].items() if v["status"] == "mismatch"}
     assert report["verdict"] == "mismatch" and report["exit_code"] == 1 and bad
@@ -147,14 +149,14 @@ def test_input_file_is_used(pool, tmp_path):
 
     x = np.random.default_rng(5).standard_normal((3, 7, 4)).astype("float32")
     np.savez(tmp_path / "x.npz", in0=x)
-    report = convert(Options(src=H5 / "lstm_hard_sigmoid.h5", out=tmp_path / "m.keras",
-                             input_npz=tmp_path / "x.npz"), pool=pool)
+    report = convert(Options(src=H5 / "lstm_hard_sigmoid.h5", output=tmp_path / "m.keras",
+                             inputs=tmp_path / "x.npz"), pool=pool)
     check_parity(report)
     assert report["inputs"][0]["shape"] == [3, 7, 4] and report["inputs"][0]["source"].endswith("x.npz")
 
 
 def test_hard_sigmoid_keeps_keras2_semantics(pool, tmp_path):
-    report = convert(Options(src=H5 / "fm19_hard_sigmoid_dense.h5", out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=H5 / "fm19_hard_sigmoid_dense.h5", output=tmp_path / "m.keras"), pool=pool)
     check_parity(report)
     assert report["output"]["needs_k2to3_portable"]
     assert any(f["code"] == "K2T412" for f in report["findings"])
@@ -162,9 +164,9 @@ def test_hard_sigmoid_keeps_keras2_semantics(pool, tmp_path):
 
 def test_output_path_written_atomically(pool, tmp_path):
     out = tmp_path / "m.keras"
-    convert(Options(src=H5 / "fm02_training_config.h5", out=out), pool=pool)
+    convert(Options(src=H5 / "fm02_training_config.h5", output=out), pool=pool)
     first = out.read_bytes()
     assert [p.name for p in tmp_path.iterdir()] == ["m.keras"]
-    convert(Options(src=H5 / "fm02_training_config.h5", out=out, force=True), pool=pool)
+    convert(Options(src=H5 / "fm02_training_config.h5", output=out, force=True), pool=pool)
     assert out.read_bytes()[:4] == first[:4] == b"PK\x03\x04"
 

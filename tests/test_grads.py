@@ -12,9 +12,13 @@ import numpy as np
 import pytest
 from conftest import ARTIFACTS, CACHE, FIXTURES
 
-from k2to3.convert import Options, convert
-from k2to3.gradients import compare_grads, loss_specs, make_targets
-from k2to3.verification import VerifyOptions, verify
+from k2to3.checks.gradcompare import compare_grads
+from k2to3.checks.gradients import loss_specs
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.core.options import VerifyOptions
+from k2to3.core.seeds import make_targets
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.verify import verify
 
 VERIFY = FIXTURES / "verify"
 
@@ -86,7 +90,7 @@ def test_grads_mobilenetv2(pool, mobilenetv2, tmp_path):
     at 32x32 the last blocks normalize 2x1x1 values per channel, and tf_keras's own gradients jump under a 1e-6
     input change; the report must say so rather than blame the conversion."""
     out = tmp_path / "m.keras"
-    report = convert(Options(src=mobilenetv2, out=out, grads=True, grads_training=False), pool=pool)
+    report = convert(Options(src=mobilenetv2, output=out, grads=True, grads_mode="inference"), pool=pool)
     _record("mobilenetv2 (inference mode)", report)
     check_table(report, 158, training=False)
     g = report["gradients"]
@@ -94,7 +98,7 @@ def test_grads_mobilenetv2(pool, mobilenetv2, tmp_path):
     assert report["exit_code"] == (0 if g["verdict"] == "parity" else 1)
     assert g["reference"]["sensitivity"]["max_rel_l2"] < 0.01 and g["numeric_verdict"] != "mismatch", g["backends"]
 
-    train = verify(VerifyOptions(keras=out, reference=mobilenetv2, grads=True), pool=pool)
+    train = verify(VerifyOptions(model=out, reference=mobilenetv2, grads=True), pool=pool)
     _record("mobilenetv2 (training mode)", train)
     t = train["gradients"]
     assert t["training"] is True and set(t["backends"]) == {"tensorflow", "torch", "jax"}
@@ -107,7 +111,7 @@ def test_grads_mobilenetv2(pool, mobilenetv2, tmp_path):
 @pytest.mark.slow
 def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     out = tmp_path / "lstm.keras"
-    report = convert(Options(src=VERIFY / "lstm_dropout.h5", out=out, grads=True), pool=pool)
+    report = convert(Options(src=VERIFY / "lstm_dropout.h5", output=out, grads=True), pool=pool)
     _record("lstm_dropout", report)
     check_table(report, 8)  # two LSTMs (kernel, recurrent_kernel, bias) and the Dense
     g = report["gradients"]
@@ -122,13 +126,13 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     assert t["steps"] == 1 and t["status"] == "parity" and set(t["backends"]) == {"tensorflow", "torch", "jax"}
     assert all(len(v["losses"]) == 1 for v in t["backends"].values())
     # verify --grads on the converted file gives the same gradient figures
-    again = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True), pool=pool)
+    again = verify(VerifyOptions(model=out, reference=VERIFY / "lstm_dropout.h5", grads=True), pool=pool)
     assert again["gradients"]["verdict"] == "parity" and again["training"]["status"] == "parity"
     for b, v in again["gradients"]["backends"].items():
         assert v["max_abs"] == g["backends"][b]["max_abs"]
     # the standalone check (no training step) differentiates the same loss on the same batch: the same verdict,
     # gradients within float32 rounding of the step's, and tf_keras's input-sensitivity probe
-    alone = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True, fit_steps=0), pool=pool)
+    alone = verify(VerifyOptions(model=out, reference=VERIFY / "lstm_dropout.h5", grads=True, fit_steps=0), pool=pool)
     a = alone["gradients"]
     assert a["from"] == "standalone differentiation" and a["verdict"] == "parity" and "training" not in alone
     assert a["reference"]["sensitivity"]["max_rel_l2"] < 1e-3
@@ -137,7 +141,7 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
         assert v["max_rel_l2"] < 1e-5 and g["backends"][b]["max_rel_l2"] < 1e-5
     # a mismatch of the training step's gradients (here forced by a tolerance below float32 rounding) gets
     # tf_keras's input-sensitivity probe of the same step
-    strict = verify(VerifyOptions(keras=out, reference=VERIFY / "lstm_dropout.h5", grads=True, grad_rtol=1e-12,
+    strict = verify(VerifyOptions(model=out, reference=VERIFY / "lstm_dropout.h5", grads=True, grad_rtol=1e-12,
                                   grad_atol=1e-30), pool=pool)
     s = strict["gradients"]
     assert s["from"] == "training step" and s["verdict"] == "mismatch" and strict["exit_code"] == 1
@@ -150,7 +154,7 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
 
 
 def test_training_mismatch_within_the_gradients_sensitivity_is_said_so():
-    from k2to3.trainchecks import _explain_training
+    from k2to3.checks.training import explain as _explain_training
 
     report = {"training": {"status": "mismatch"}, "gradients": {"numeric_verdict": "within_reference_sensitivity"}}
     _explain_training(report)
@@ -165,7 +169,7 @@ def test_probe_taken_with_the_steps_changes_nothing_and_equals_its_own_job(pool,
     """The input-sensitivity probe runs in tf_keras's training job, before the steps (a step on nudged inputs
     stopped at the gradients, BatchNormalization's moving statistics put back): the steps after it give the same
     bits as without it, and the probe's gradients are those of the probe run as its own job."""
-    from k2to3.workers.grads import SENSITIVITY_EPS
+    from k2to3.core.seeds import SENSITIVITY_EPS
 
     h5 = FIXTURES / "optimizers" / "batchnorm_adam_legacy.h5"  # Dense(3) -> BatchNormalization -> Dense(2), mse
     rng = np.random.default_rng(0)
@@ -193,7 +197,7 @@ def test_torch_oneDNN_crash_is_retried_without_it(pool, tmp_path):
     face_classification's fer2013_mini_XCEPTION; torch 2.13 kills its worker with SIGSEGV/SIGABRT). The torch
     jobs run again with oneDNN off: gradients and the training step at parity, and the report says what the
     user's own torch training needs."""
-    report = convert(Options(src=VERIFY / "strided_1x1_conv.h5", out=tmp_path / "s.keras", grads=True), pool=pool)
+    report = convert(Options(src=VERIFY / "strided_1x1_conv.h5", output=tmp_path / "s.keras", grads=True), pool=pool)
     g, t = report["gradients"], report["training"]
     assert g["backends"]["torch"]["status"] == "parity", g["backends"]["torch"]
     assert t["backends"]["torch"]["status"] == "parity" and report["exit_code"] == 0

@@ -133,13 +133,14 @@ def test_keras1_maxout_highway_against_numpy(pool, tmp_path):
     import h5py
     import numpy as np
 
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     h5 = H5 / "keras1_maxout_highway.h5"
     x = np.random.default_rng(3).standard_normal((4, 5)).astype("float32")
     np.savez(tmp_path / "x.npz", in0=x)
     out = tmp_path / "m.keras"
-    report = convert(Options(src=h5, out=out, input_npz=tmp_path / "x.npz"), pool=pool)
+    report = convert(Options(src=h5, output=out, inputs=tmp_path / "x.npz"), pool=pool)
     assert report["verdict"] == "parity" and report["reference"]["kind"] == "keras3-tensorflow", report["reference"]
     assert set(report["backends"]) == {"tensorflow", "torch", "jax"} and report["ledger"]["complete"]
     assert "K2T464" in {f["code"] for f in report["findings"]}

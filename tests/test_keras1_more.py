@@ -23,9 +23,10 @@ import pytest
 from conftest import FIXTURES, H5, ROOT, record
 from test_convert import check_parity
 
-from k2to3.audit import run_audit
-from k2to3.convert import Options, convert
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.formats.pairs import read_config, resolve
+from k2to3.pipeline.convert import convert
+from k2to3.stores.audit import run_audit
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.keras1.translate import _deconv_padding, is_keras1, to_keras2
 
@@ -173,7 +174,7 @@ def test_audit_pairs_keras1_configs_with_their_weights(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FILES)
 def test_keras1_file_converts_with_parity(name, pool, tmp_path):
-    report = convert(Options(src=H5 / f"{name}.h5", out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=H5 / f"{name}.h5", output=tmp_path / "m.keras"), pool=pool)
     record(name, report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras"
@@ -185,7 +186,7 @@ def test_keras1_file_converts_with_parity(name, pool, tmp_path):
 def test_keras1_th_deconvolution_parity_on_torch_and_jax(pool, tmp_path):
     """dim_ordering "th" Deconvolution2D: the golden (tf_keras on CPU) runs it, Keras 3 on tensorflow CPU has no
     NCHW Conv2DTranspose kernel (docs/channels-first.md), so parity is shown on torch and jax."""
-    report = convert(Options(src=H5 / "keras1_deconv_th.h5", out=tmp_path / "m.keras", backends=("torch", "jax")),
+    report = convert(Options(src=H5 / "keras1_deconv_th.h5", output=tmp_path / "m.keras", backends=("torch", "jax")),
                      pool=pool)
     record("keras1_deconv_th", report)
     assert report["verdict"] == "parity" and set(report["backends"]) == {"torch", "jax"}, report["backends"]
@@ -199,7 +200,7 @@ def test_keras1_th_deconvolution_parity_on_torch_and_jax(pool, tmp_path):
 @pytest.mark.parametrize("which", ["merge", "chemts"])
 def test_keras1_pair_converts_with_parity(which, pool, tmp_path):
     weights = PAIRS / "merge_weights.h5" if which == "merge" else _chemts_pair(tmp_path)
-    report = convert(Options(src=weights, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=weights, output=tmp_path / "m.keras"), pool=pool)
     record(f"keras1_pair_{which}", report)
     check_parity(report)
     assert report["input"]["pair"]["found"] == "beside the weights"
@@ -239,7 +240,7 @@ def test_merge_modes_against_numpy_and_deconv_against_keras1_tensorflow(pool, tm
     rng = np.random.default_rng(4)
     a, b = (rng.standard_normal((5, 4)).astype("float32") for _ in range(2))
     np.savez(tmp_path / "ab.npz", in0=a, in1=b)
-    convert(Options(src=H5 / "keras1_merge_modes.h5", out=tmp_path / "mm.keras"), pool=pool)
+    convert(Options(src=H5 / "keras1_merge_modes.h5", output=tmp_path / "mm.keras"), pool=pool)
     got = _run(_KERAS3, "jax", str(tmp_path / "mm.keras"), str(tmp_path / "ab.npz"))
     w = {k: v.astype("float64") for k, v in merge_modes(tmp_path / "again.h5").items()}  # same seeded weights
     want = _numpy_merge_modes(a.astype("float64"), b.astype("float64"), w)
@@ -248,7 +249,7 @@ def test_merge_modes_against_numpy_and_deconv_against_keras1_tensorflow(pool, tm
 
     x = rng.standard_normal((3, 6, 6, 3)).astype("float32")
     np.savez(tmp_path / "x.npz", in0=x)
-    convert(Options(src=H5 / "keras1_deconv_bn.h5", out=tmp_path / "dc.keras"), pool=pool)
+    convert(Options(src=H5 / "keras1_deconv_bn.h5", output=tmp_path / "dc.keras"), pool=pool)
     got = _run(_KERAS3, "jax", str(tmp_path / "dc.keras"), str(tmp_path / "x.npz"))[0]
     ref = ("import sys, json, numpy as np; sys.path.insert(0, sys.argv[3]); import make_keras1_fixtures as m; "
            "from pathlib import Path; x = np.load(sys.argv[2])['in0']; "

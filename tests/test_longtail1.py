@@ -17,13 +17,16 @@ from conftest import FIXTURES, ROOT, record
 from test_cli import k2to3, one_error_line
 from test_convert import check_parity
 
-from k2to3.audit import run_audit, static_verdict, walk
-from k2to3.convert import Options, convert
 from k2to3.core.optable import lookup
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import Exit, InputError
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.multigpu import detect
 from k2to3.formats.pairs import config_candidates, find_config, read_config, resolve
+from k2to3.pipeline.convert import convert
+from k2to3.stores.audit import run_audit
+from k2to3.stores.discover import walk
+from k2to3.stores.static import static_verdict
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.cudnn import convert_weights
 from k2to3.upgrade.tfoplayer import raw_ops
@@ -119,7 +122,7 @@ def test_plain_keras3_fails_on_each(plain_keras3):
 @pytest.mark.parametrize(("weights", "config", "matched"), PAIR_CASES)
 def test_pair_converts_with_parity(weights, config, matched, pool, tmp_path):
     name = Path(weights).parent.name or Path(weights).stem
-    report = convert(Options(src=PAIRS / weights, out=tmp_path / f"{name}.keras"), pool=pool)
+    report = convert(Options(src=PAIRS / weights, output=tmp_path / f"{name}.keras"), pool=pool)
     record(f"pair_{name}", report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras" and "pair" in report["reference"]["from"]
@@ -131,7 +134,7 @@ def test_pair_converts_with_parity(weights, config, matched, pool, tmp_path):
 def test_explicit_config_option(pool, tmp_path):
     w = tmp_path / "trained.h5"  # no config beside it: --config names it
     shutil.copy(PAIRS / "mlp.h5", w)
-    report = convert(Options(src=w, out=tmp_path / "m.keras", config=PAIRS / "mlp.json"), pool=pool)
+    report = convert(Options(src=w, output=tmp_path / "m.keras", config=PAIRS / "mlp.json"), pool=pool)
     check_parity(report)
     assert report["input"]["pair"]["found"] == "--config"
 
@@ -139,7 +142,7 @@ def test_explicit_config_option(pool, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["old.keras", "model"])
 def test_hdf5_behind_other_names_converts(name, pool, tmp_path):
-    report = convert(Options(src=NAMES / name, out=tmp_path / "out.keras"), pool=pool)
+    report = convert(Options(src=NAMES / name, output=tmp_path / "out.keras"), pool=pool)
     record(f"hdf5name_{name}", report)
     check_parity(report)
     assert report["input"]["format"] == "HDF5"
@@ -184,7 +187,7 @@ def test_cudnn_weight_layout_is_what_cudnn_computed():
 
 @pytest.mark.slow
 def test_cudnn_converts_with_parity(pool, tmp_path):
-    report = convert(Options(src=CUDNN, out=tmp_path / "cudnn.keras"), pool=pool)
+    report = convert(Options(src=CUDNN, output=tmp_path / "cudnn.keras"), pool=pool)
     record("cudnn_rnns", report)
     assert report["verdict"] == "parity" and report["exit_code"] == 0, report["backends"]
     assert "CuDNN layers as LSTM/GRU" in report["reference"]["from"]
@@ -242,7 +245,7 @@ def test_tf_op_layer_untranslatable_paths():
 
 @pytest.mark.slow
 def test_tf_op_layer_converts_with_parity(pool, tmp_path):
-    report = convert(Options(src=TFOPL, out=tmp_path / "tfopl.keras"), pool=pool)
+    report = convert(Options(src=TFOPL, output=tmp_path / "tfopl.keras"), pool=pool)
     record("tf_op_layers", report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras" and not report["output"]["needs_k2to3_portable"]
@@ -283,7 +286,7 @@ def test_template_alone_computes_what_the_parallel_model_did():
 def test_multi_gpu_save_converts_template_with_parity(pool, tmp_path):
     with np.load(GPU / "expected.npz") as z:  # the batch the parallel model was run on by the fixture script
         np.savez(tmp_path / "in.npz", in0=z["in0"])
-    report = convert(Options(src=GPU / "parallel.h5", out=tmp_path / "template.keras", input_npz=tmp_path / "in.npz"),
+    report = convert(Options(src=GPU / "parallel.h5", output=tmp_path / "template.keras", inputs=tmp_path / "in.npz"),
                      pool=pool)
     record("multi_gpu_parallel", report)
     assert report["verdict"] == "parity" and report["exit_code"] == 0, report["backends"]

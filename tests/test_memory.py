@@ -180,7 +180,8 @@ def test_sliced_restore_gives_the_same_weights(tmp_path, monkeypatch):
     import h5py
     import numpy as np
 
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     def datasets(keras_file):
         out = {}
@@ -191,9 +192,9 @@ def test_sliced_restore_gives_the_same_weights(tmp_path, monkeypatch):
 
     reports = {}
     for name in ("fm03_nested_shared.h5", "fm21_bn_virtual_batch_size.h5", "embedding_lstm.h5"):
-        plain = convert(Options(src=H5 / name, out=tmp_path / f"plain-{name}.keras", backends=("tensorflow",)))
+        plain = convert(Options(src=H5 / name, output=tmp_path / f"plain-{name}.keras", backends=("tensorflow",)))
         monkeypatch.setenv("K2TO3_SLICED_BYTES", "16")
-        sliced = convert(Options(src=H5 / name, out=tmp_path / f"sliced-{name}.keras"))
+        sliced = convert(Options(src=H5 / name, output=tmp_path / f"sliced-{name}.keras"))
         monkeypatch.delenv("K2TO3_SLICED_BYTES")
         assert sliced["verdict"] == plain["verdict"] == "parity", name
         assert sliced["build"]["weight_hash"] == plain["build"]["weight_hash"], name
@@ -212,7 +213,7 @@ def test_chunked_weight_hash_is_the_whole_arrays_hash():
     whole array, and a different one when a slice is missing, reordered or has another shape."""
     import numpy as np
 
-    from k2to3.weights import Chunked, weight_hash
+    from k2to3.workers.slices import Chunked, weight_hash
 
     a = np.arange(5 * 3 * 2, dtype="float32").reshape(5, 3, 2)
     b = np.ones((4,), dtype="float32")
@@ -227,20 +228,21 @@ def test_jax_compilation_cache_per_machine_and_off_switch(tmp_path, monkeypatch)
     """The jax worker keeps jax's persistent compilation cache in K2TO3_CACHE_DIR/jax/<machine-cpu>/ (every
     program here: JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0), a second conversion is served from it with the
     same numbers, and K2TO3_JAX_CACHE=off writes nothing."""
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     monkeypatch.setenv("K2TO3_CACHE_DIR", str(tmp_path / "cache"))
-    first = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "a.keras", backends=("jax",)))
+    first = convert(Options(src=H5 / "fm07_conv1d.h5", output=tmp_path / "a.keras", backends=("jax",)))
     machine_dirs = list((tmp_path / "cache" / "jax").iterdir())
     assert len(machine_dirs) == 1 and machine_dirs[0].name.startswith(("x86_64-", "aarch64-", "arm64-"))
     entries = {p.name for p in machine_dirs[0].iterdir()}
     assert entries
-    warm = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "b.keras", backends=("jax",)))
+    warm = convert(Options(src=H5 / "fm07_conv1d.h5", output=tmp_path / "b.keras", backends=("jax",)))
     assert {p.name for p in machine_dirs[0].iterdir()} == entries  # nothing compiled anew
     monkeypatch.setenv("K2TO3_JAX_CACHE", "off")
     monkeypatch.setenv("K2TO3_CACHE_DIR", str(tmp_path / "off"))
-    cold = convert(Options(src=H5 / "fm07_conv1d.h5", out=tmp_path / "c.keras", backends=("jax",)))
+    cold = convert(Options(src=H5 / "fm07_conv1d.h5", output=tmp_path / "c.keras", backends=("jax",)))
     assert not (tmp_path / "off" / "jax").exists()
     for r in (first, warm, cold):
         assert r["verdict"] == "parity"

@@ -14,7 +14,7 @@ import pytest
 from conftest import H5, ROOT, record
 from test_convert import check_parity
 
-from k2to3.checks.compare import first_divergent_layer
+from k2to3.core.compare import first_divergent_layer
 from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.names import is_valid, unique
@@ -112,9 +112,10 @@ def test_first_divergent_layer_is_named_by_the_original_name():
 
 @pytest.mark.slow
 def test_names_fixture_converts_with_parity_and_renames(pool, tmp_path):
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
-    report = convert(Options(src=NAMES, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=NAMES, output=tmp_path / "m.keras"), pool=pool)
     record("fm17_names", report)
     check_parity(report)
     assert report["renames"]["Conv4.1"] == "Conv4_1_1" and report["renames"]["tf.math.multiply"] == "tf_math_multiply"
@@ -126,9 +127,10 @@ def test_perturbed_conversion_names_the_first_divergent_layer_by_its_keras2_name
     """Zero tolerance: torch/jax float noise makes some renamed layer the first to diverge; it is reported with
     the name it has in the Keras 2 file. (The dotted fixture: on a model with a nested functional model the
     golden per-layer probe itself fails, names or not; see the branch notes.)"""
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
-    report = convert(Options(src=DOTTED, out=tmp_path / "m.keras", rtol=0.0, atol=0.0), pool=pool)
+    report = convert(Options(src=DOTTED, output=tmp_path / "m.keras", rtol=0.0, atol=0.0), pool=pool)
     bad = {b: v for b, v in report["backends"].items() if v["status"] == "mismatch"}
     assert report["verdict"] == "mismatch" and bad
     k2_layers = {e["name"] for e in read_artifact(DOTTED).model_config["config"]["layers"]}
@@ -156,9 +158,10 @@ def test_plain_keras3_fails_on_dotted_names_under_torch_only():
 
 @pytest.mark.slow
 def test_dotted_names_convert_with_parity_on_torch(pool, tmp_path):
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
-    report = convert(Options(src=DOTTED, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=DOTTED, output=tmp_path / "m.keras"), pool=pool)
     record("fm17_dotted_names", report)
     check_parity(report)
     assert report["renames"] == {"Conv4.1": "Conv4_1", "bn.1": "bn_1", "head.out": "head_out"}

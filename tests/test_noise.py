@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from conftest import H5, record, record_line
 
-import k2to3.convert as convert_mod
-from k2to3.checks.compare import NOISE_K, noise_stats, noise_verdict
-from k2to3.convert import Options, convert
-from k2to3.report import to_markdown
+import k2to3.pipeline.prepare as prepare_mod
+from k2to3.core.compare import NOISE_K, noise_stats, noise_verdict
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.interfaces.report import to_markdown
+from k2to3.pipeline.convert import convert
 
 
 def test_noise_stats_separates_rounding_from_a_difference():
@@ -36,7 +37,7 @@ def _noise(report: dict) -> dict:
 
 @pytest.mark.slow
 def test_parity_pays_no_float64_rerun(pool, tmp_path):
-    report = convert(Options(src=H5 / "fm06_depthwise_groups.h5", out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=H5 / "fm06_depthwise_groups.h5", output=tmp_path / "m.keras"), pool=pool)
     assert report["verdict"] == "parity" and report["numeric_verdict"] == "parity"
     assert report["schema"] == "k2to3.convert/2"
     assert all(n is None for n in _noise(report).values()) and "noise_seconds" not in report["timings"]
@@ -47,7 +48,7 @@ def test_parity_pays_no_float64_rerun(pool, tmp_path):
 def test_zero_tolerance_mismatch_is_float32_noise(fixture, pool, tmp_path):
     """Conv, BatchNormalization, Dense, Embedding, LSTM: at rtol=atol=0 any backend that rounds differently
     is a mismatch (exit 1 stays), and the float64 rerun shows it is rounding."""
-    report = convert(Options(src=H5 / fixture, out=tmp_path / "m.keras", rtol=0.0, atol=0.0), pool=pool)
+    report = convert(Options(src=H5 / fixture, output=tmp_path / "m.keras", rtol=0.0, atol=0.0), pool=pool)
     bad = {b: v for b, v in report["backends"].items() if v["status"] == "mismatch"}
     assert report["exit_code"] == (1 if bad else 0)
     for b, v in bad.items():
@@ -67,7 +68,7 @@ def test_zero_tolerance_mismatch_is_float32_noise(fixture, pool, tmp_path):
 def test_a_conversion_bug_is_not_float32_noise(pool, tmp_path, monkeypatch):
     """A real conversion bug: the upgraded BatchNormalization epsilon off by 10% (a rule written wrong). Its
     error is tiny (of the order of the float32 floor at this tolerance) but the float64 runs keep it."""
-    real = convert_mod.upgrade
+    real = prepare_mod.upgrade
 
     def wrong_epsilon(*args, **kwargs):
         plan = real(*args, **kwargs)
@@ -76,8 +77,8 @@ def test_a_conversion_bug_is_not_float32_noise(pool, tmp_path, monkeypatch):
                 layer["config"]["epsilon"] *= 1.1
         return plan
 
-    monkeypatch.setattr(convert_mod, "upgrade", wrong_epsilon)
-    report = convert(Options(src=H5 / "fm06_depthwise_groups.h5", out=tmp_path / "m.keras"), pool=pool)
+    monkeypatch.setattr(prepare_mod, "upgrade", wrong_epsilon)
+    report = convert(Options(src=H5 / "fm06_depthwise_groups.h5", output=tmp_path / "m.keras"), pool=pool)
     assert report["verdict"] == "mismatch" and report["exit_code"] == 1
     assert report["numeric_verdict"] == "mismatch"
     for b, v in report["backends"].items():
@@ -95,7 +96,7 @@ def test_sleap_512_unet_is_within_float32_noise(corpus, pool, tmp_path):
     """The 512x512 SLEAP UNet (1x1 conv head summing ~1e2 activations into ~0.3): torch and jax differ from
     Keras 2 by ~2e-5, a mismatch at the default tolerance, and the float64 rerun shows the floor is as large."""
     src = corpus / "sleap/min_tracks_2node.UNet.bottomup_multiclass.best_model.h5"
-    report = convert(Options(src=src, out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=src, output=tmp_path / "m.keras"), pool=pool)
     record("sleap bottomup_multiclass 512x512 (noise)", report)
     assert report["inputs"][0]["shape"][1:3] == [512, 512]
     for b, v in report["backends"].items():
@@ -116,7 +117,7 @@ def test_float64_config_rewrites_float32_and_refuses_reduced_precision():
     """The worker's config rewrite (no keras import): float32 policies become float64, integer dtypes stay,
     a float16 compute policy is refused with the reason (it is not float32 noise; fm11 reaches parity even
     at zero tolerance, so this is checked on the config)."""
-    from k2to3.workers.child import Float64Unavailable, _float64_config
+    from k2to3.workers.reruns import Float64Unavailable, _float64_config
 
     k3 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"}, "registered_name": None}
     cfg = {"layers": [{"config": {"dtype": k3, "units": 3}}, {"config": {"dtype": "int32"}},

@@ -147,13 +147,14 @@ E2E = ["adam_legacy", "rmsprop_legacy", "adam_decay_legacy", "adam_schedule", "m
 def fitted(pool, tmp_path_factory):
     from conftest import ARTIFACTS
 
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     out, d = {}, tmp_path_factory.mktemp("opt")
     ARTIFACTS.mkdir(exist_ok=True)
     with open(ARTIFACTS / "optimizer_fit.jsonl", "a") as fh:
         for n in E2E:
-            out[n] = convert(Options(src=OPT / f"{n}.h5", out=d / f"{n}.keras", fit_steps=5), pool=pool)
+            out[n] = convert(Options(src=OPT / f"{n}.h5", output=d / f"{n}.keras", fit_steps=5), pool=pool)
             t = out[n].get("training", {})
             fh.write(json.dumps({"model": n, **{b: {k: v.get(k) for k in ("status", "weights_max_abs",
                                                                           "weights_max_rel", "loss_max_rel")}
@@ -203,30 +204,32 @@ def test_saved_compile_config_lets_each_backend_choose_jit(fitted):
 
 
 def test_targets_and_loss_need_fit_steps(tmp_path):
-    from k2to3.convert import Options, check_paths
+    from k2to3.core.options import ConvertOptions as Options
     from k2to3.errors import InputError
+    from k2to3.pipeline.convert import check_paths
 
     with pytest.raises(InputError, match="--loss applies to --fit-steps and --grads only"):
-        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse"))
+        check_paths(Options(src=OPT / "adam_legacy.h5", output=tmp_path / "m.keras", loss="mse"))
     (tmp_path / "y.npz").write_bytes(b"")
     with pytest.raises(InputError, match="--targets applies to --fit-steps only"):
-        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", targets=tmp_path / "y.npz"))
+        check_paths(Options(src=OPT / "adam_legacy.h5", output=tmp_path / "m.keras", targets=tmp_path / "y.npz"))
     (tmp_path / "y.npz").unlink()
-    check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", loss="mse", grads=True))
+    check_paths(Options(src=OPT / "adam_legacy.h5", output=tmp_path / "m.keras", loss="mse", grads=True))
     with pytest.raises(InputError, match=r"--targets .*no such file"):
-        check_paths(Options(src=OPT / "adam_legacy.h5", out=tmp_path / "m.keras", fit_steps=1,
+        check_paths(Options(src=OPT / "adam_legacy.h5", output=tmp_path / "m.keras", fit_steps=1,
                             targets=tmp_path / "y.npz"))
 
 
 def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     import numpy as np
 
-    from k2to3.checks.training import load_targets, make_targets
+    from k2to3.checks.training import load_targets
+    from k2to3.core.seeds import make_targets
     from k2to3.errors import InputError
 
     outs = [np.zeros((2, 4), "float32")] * 4
-    onehot, sparse, binary, reg = make_targets(outs, ["categorical_crossentropy", "sparse_categorical_crossentropy",
-                                                      "binary_crossentropy", "mean_squared_error"])
+    onehot, sparse, binary, reg = make_targets(["categorical_crossentropy", "sparse_categorical_crossentropy",
+                                                "binary_crossentropy", "mean_squared_error"], outs)
     assert (onehot.sum(-1) == 1).all() and sparse.shape == (2,) and sparse.dtype == np.int32
     assert set(np.unique(binary)) <= {0.0, 1.0} and reg.dtype == np.float32 and reg.std() > 0
     np.savez(tmp_path / "y.npz", y0=np.zeros((3, 4)))
@@ -238,11 +241,12 @@ def test_seeded_targets_are_typed_for_the_loss(tmp_path):
 def test_real_lstm_file_resumes_training_on_every_backend(pool, tmp_path):
     """ethnicolr's wiki_name_lstm.h5 (tf.keras 2.5, Adam at step 60260): state restored and loaded bit for bit on
     each backend, and 3 training steps agree with tf_keras's on the original file."""
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     if not CORPUS.is_dir():
         pytest.skip("shared corpus not found")
-    r = convert(Options(src=CORPUS / "ethnicolr" / "wiki_name_lstm.h5", out=tmp_path / "m.keras", fit_steps=3),
+    r = convert(Options(src=CORPUS / "ethnicolr" / "wiki_name_lstm.h5", output=tmp_path / "m.keras", fit_steps=3),
                 pool=pool)
     assert r["optimizer"]["status"] == "restored" and r["optimizer"]["iteration"] == 60260
     t = r["training"]

@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES
 from test_verify import perturb
 
-from k2to3.workers.child import Float64Unavailable, _float64_config
+from k2to3.workers.reruns import Float64Unavailable, _float64_config
 
 OPT = FIXTURES / "optimizers"
 MIXED = {"mixed_float16_lso": "mixed_float16", "mixed_bfloat16_conv": "mixed_bfloat16"}
@@ -32,10 +32,11 @@ def test_shadow_config_recasts_reduced_policies_only():
 
 @pytest.fixture(scope="module")
 def mixed(pool, tmp_path_factory):
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     d = tmp_path_factory.mktemp("precision")
-    return {n: (d / f"{n}.keras", convert(Options(src=OPT / f"{n}.h5", out=d / f"{n}.keras"), pool=pool))
+    return {n: (d / f"{n}.keras", convert(Options(src=OPT / f"{n}.h5", output=d / f"{n}.keras"), pool=pool))
             for n in MIXED}
 
 
@@ -67,12 +68,13 @@ def test_float32_shadow_separates_conversion_from_precision(mixed, name):
 def test_shadow_catches_a_weight_error_the_bfloat16_tolerance_hides(pool, mixed, tmp_path):
     """A weight off by 1e-3 passes the mixed_bfloat16 output tolerance (5e-2) but not the float32 shadow: the
     verdict is mismatch and the report says the conversion decided it."""
-    from k2to3.verification import VerifyOptions, verify
+    from k2to3.core.options import VerifyOptions
+    from k2to3.pipeline.verify import verify
 
     keras, _ = mixed["mixed_bfloat16_conv"]
     bad = tmp_path / "perturbed.keras"
     perturb(keras, bad)
-    rep = verify(VerifyOptions(keras=bad, reference=OPT / "mixed_bfloat16_conv.h5"), pool=pool)
+    rep = verify(VerifyOptions(model=bad, reference=OPT / "mixed_bfloat16_conv.h5"), pool=pool)
     assert all(v["status"] == "parity" for v in rep["backends"].values())  # the policy tolerance alone misses it
     p = rep["precision"]
     assert p["status"] == "mismatch" and p["decided_by"] == "conversion"
@@ -81,7 +83,7 @@ def test_shadow_catches_a_weight_error_the_bfloat16_tolerance_hides(pool, mixed,
 
 
 def test_precision_markdown_and_summary_name_the_deciding_comparison():
-    from k2to3.precision import markdown, summary_lines
+    from k2to3.checks.precision import markdown, summary_lines
 
     row = {"policy": "mixed_float16", "status": "mismatch", "outputs_status": "parity",
            "conversion": {"max_abs": 3e-4, "max_rel": 1e-3, "min_rtol": 2e-4, "min_atol": 3e-4, "allclose": False},

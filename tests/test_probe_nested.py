@@ -10,8 +10,9 @@ from itertools import pairwise
 import pytest
 from conftest import H5
 
-import k2to3.convert as convert_mod
-from k2to3.convert import Options, convert
+import k2to3.pipeline.prepare as prepare_mod
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.pipeline.convert import convert
 from k2to3.workers.memory import MB
 
 
@@ -28,16 +29,16 @@ def test_first_divergent_layer_is_the_nested_model(pool, tmp_path, monkeypatch):
     """A conversion bug inside the nested Sequential 'enc' (its Dense's relu written as elu): the probe runs on
     the tf_keras reference and every backend and names 'enc'; with a budget nothing fits, the float64 reruns of
     the reference and the three mismatching backends run one after another."""
-    real = convert_mod.upgrade
+    real = prepare_mod.upgrade
 
     def wrong_activation(*args, **kwargs):
         plan = real(*args, **kwargs)
         _relu_to_elu(plan.model["layers"])
         return plan
 
-    monkeypatch.setattr(convert_mod, "upgrade", wrong_activation)
+    monkeypatch.setattr(prepare_mod, "upgrade", wrong_activation)
     monkeypatch.setattr(pool, "max_memory", 1 * MB)  # nothing fits: one worker at a time
-    report = convert(Options(src=H5 / "fm03_nested_sequential.h5", out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=H5 / "fm03_nested_sequential.h5", output=tmp_path / "m.keras"), pool=pool)
     assert report["verdict"] == "mismatch"
     for b, v in report["backends"].items():
         assert v["status"] == "mismatch", b

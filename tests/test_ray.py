@@ -14,12 +14,12 @@ from store_tree import EXPECTED, N_ARTIFACTS, make_tree
 
 ray = pytest.importorskip("ray")
 
-from k2to3 import batch  # noqa: E402
-from k2to3.audit import run_audit  # noqa: E402
-from k2to3.executors.local import LocalExecutor  # noqa: E402
-from k2to3.executors.ray import RayExecutor  # noqa: E402
+from k2to3.stores import batch  # noqa: E402
+from k2to3.stores.audit import run_audit  # noqa: E402
+from k2to3.stores.executors.local import LocalExecutor  # noqa: E402
+from k2to3.stores.executors.ray import RayExecutor  # noqa: E402
 
-SETTINGS = batch.Settings(backends=("tensorflow",))
+SETTINGS = {"backends": ("tensorflow",)}  # the store options of core/options.py
 pytestmark = pytest.mark.slow
 
 

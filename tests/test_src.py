@@ -20,9 +20,11 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, record
 
-from k2to3.convert import NotPortableReport, Options, convert
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats.artifact import read_artifact
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.report import NotPortableReport
 from k2to3.source.extract import index_sources
 from k2to3.source.hoist import resolve_sources
 from k2to3.source.lint import lint_source
@@ -134,24 +136,24 @@ def build():
 
 def test_bad_src_arguments(tmp_path):
     with pytest.raises(InputError, match="no such file"):
-        convert(Options(src=MODELS / "lambda_args.h5", out=tmp_path / "m.keras", sources=("nope.py",)))
+        convert(Options(src=MODELS / "lambda_args.h5", output=tmp_path / "m.keras", sources=("nope.py",)))
     bad = _write(tmp_path, "bad.py", "def f(:\n")
     with pytest.raises(InputError, match=r"bad\.py:1: syntax error"):
-        convert(Options(src=MODELS / "lambda_args.h5", out=tmp_path / "m.keras", sources=(str(bad),)))
+        convert(Options(src=MODELS / "lambda_args.h5", output=tmp_path / "m.keras", sources=(str(bad),)))
     assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
 
 
 def test_weights_only_needs_a_build_function(tmp_path):
     with pytest.raises(NotPortable, match="weights-only") as exc:
-        convert(Options(src=MODELS / "weights_only.h5", out=tmp_path / "m.keras"))
+        convert(Options(src=MODELS / "weights_only.h5", output=tmp_path / "m.keras"))
     assert "--src module.py:build_fn" in exc.value.line()
     with pytest.raises(NotPortableReport, match="K2T906 build function 'nope'"):
-        convert(Options(src=MODELS / "weights_only.h5", out=tmp_path / "m.keras", sources=(f"{ZOO}:nope",)))
+        convert(Options(src=MODELS / "weights_only.h5", output=tmp_path / "m.keras", sources=(f"{ZOO}:nope",)))
 
 
 def test_archive_with_lambda_stops_with_a_message(tmp_path):
     with pytest.raises(NotPortable, match=r"Lambda layers .*\(affine, lambda\) in a keras archive"):
-        convert(Options(src=MODELS / "archive_lambda.keras", out=tmp_path / "m.keras"))
+        convert(Options(src=MODELS / "archive_lambda.keras", output=tmp_path / "m.keras"))
     assert not list(tmp_path.iterdir())
 
 
@@ -195,7 +197,7 @@ def test_src_fixture_converts_with_parity(fixture, src, ref, pool, tmp_path):
     name = fixture.split(".")[0]
     inputs, live = _inputs_of(name, tmp_path)
     out = tmp_path / "model.keras"
-    report = convert(Options(src=MODELS / fixture, out=out, input_npz=inputs,
+    report = convert(Options(src=MODELS / fixture, output=out, inputs=inputs,
                              sources=(src,) if src else ()), pool=pool)
     record(f"src:{fixture}", report)
     _check(report, ref)
@@ -228,7 +230,7 @@ def _run_saved(out: Path, where: Path, backend: str, inputs: Path) -> list[np.nd
 @pytest.mark.slow
 def test_custom_loss_is_restored_in_the_compile_config(pool, tmp_path):
     out = tmp_path / "custom.keras"
-    convert(Options(src=MODELS / "custom.h5", out=out, sources=(str(ZOO),)), pool=pool)
+    convert(Options(src=MODELS / "custom.h5", output=out, sources=(str(ZOO),)), pool=pool)
     with zipfile.ZipFile(out) as z:
         cfg = json.loads(z.read("config.json"))
     assert cfg["compile_config"]["loss"]["config"] == "custom_k3>weighted_mse"
@@ -242,7 +244,7 @@ def test_trusted_bytecode_reference_agrees_with_the_source(pool, tmp_path):
     """With --trust-bytecode the reference is the file's own Lambdas (this Python wrote them): the functions
     k2to3 matched from the source compute the same thing."""
     for fixture, src in (("lambda_args.h5", str(ZOO)), ("lambda_loop.h5", f"{ZOO}:build_lambda_loop")):
-        report = convert(Options(src=MODELS / fixture, out=tmp_path / f"{fixture}.keras", sources=(src,),
+        report = convert(Options(src=MODELS / fixture, output=tmp_path / f"{fixture}.keras", sources=(src,),
                                  trust_bytecode=True), pool=pool)
         _check(report, "the file's Lambda bytecode (--trust-bytecode)")
         info = [f["message"] for f in report["findings"] if f["code"] == "K2T901"]
@@ -264,8 +266,8 @@ def test_corpus_lambda_files_convert_with_source(rel, src, corpus, pool, tmp_pat
         # on both files (8-bit values 0..127 saturate the cifar10 file to one output).
         inputs = tmp_path / "ints.npz"
         np.savez(inputs, in0=np.random.default_rng(5).integers(0, 8, (8, 28, 28, 1)).astype("float32"))
-    report = convert(Options(src=corpus / rel, out=tmp_path / "m.keras", sources=(str(SRC / src),),
-                             input_npz=inputs), pool=pool)
+    report = convert(Options(src=corpus / rel, output=tmp_path / "m.keras", sources=(str(SRC / src),),
+                             inputs=inputs), pool=pool)
     record(f"src:{rel}", report)
     _check(report, "the --src definitions as written")
     spread = report["backends"]["tensorflow"]["outputs"][0]["ref_batch_spread"]
@@ -343,7 +345,7 @@ def test_recorded_lambda_output_shape_is_checked(pool, tmp_path):
         f.attrs["model_config"] = json.dumps(cfg)
     with pytest.raises(K2to3Error, match=r"Lambda 'affine': the source function gives output shape \[8\], the "
                                          r"file recorded \[3\]"):
-        convert(Options(src=h5, out=tmp_path / "m.keras", sources=(str(ZOO),)), pool=pool)
+        convert(Options(src=h5, output=tmp_path / "m.keras", sources=(str(ZOO),)), pool=pool)
     assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
 
 
@@ -437,7 +439,7 @@ def test_custom_objects_mapping_links_a_renamed_class():
 def test_renamed_class_converts_with_parity(pool, tmp_path):
     inputs, live = _inputs_of("custom", tmp_path)
     out = tmp_path / "model.keras"
-    report = convert(Options(src=MODELS / "custom.h5", out=out, input_npz=inputs,
+    report = convert(Options(src=MODELS / "custom.h5", output=out, inputs=inputs,
                              sources=(str(SRC / "renamed_scale.py"),)), pool=pool)
     record("src:custom.h5 renamed class", report)
     _check(report, "the --src definitions as written")

@@ -82,10 +82,11 @@ def test_real_keras_205_adam_pairs_in_name_order(rel):
 
 @pytest.fixture(scope="module")
 def converted(pool, tmp_path_factory):
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     d = tmp_path_factory.mktemp("k2opt")
-    return {n: (d / f"{n}.keras", convert(Options(src=OPT / f"{n}.h5", out=d / f"{n}.keras"), pool=pool))
+    return {n: (d / f"{n}.keras", convert(Options(src=OPT / f"{n}.h5", output=d / f"{n}.keras"), pool=pool))
             for n in CASES}
 
 
@@ -124,12 +125,13 @@ def test_standalone_state_is_restored_in_the_keras_file(converted, name):
 def test_real_keras_205_file_converts_with_its_adam_state(pool, tmp_path):
     """tiny_XCEPTION_KDEF.hdf5 (Keras 2.0.5, Adam at step 246): all 104 slots restored in name order, outputs at
     parity on every backend, and the .keras holds the file's moments."""
-    from k2to3.convert import Options, convert
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.pipeline.convert import convert
 
     if not CORPUS.is_dir():
         pytest.skip("shared corpus not found")
     src = CORPUS / "face_classification" / "tiny_XCEPTION_KDEF.hdf5"
-    r = convert(Options(src=src, out=tmp_path / "m.keras"), pool=pool)
+    r = convert(Options(src=src, output=tmp_path / "m.keras"), pool=pool)
     opt = r["optimizer"]
     assert opt["status"] == "restored" and opt["iteration"] == 246 and r["verdict"] == "parity"
     assert opt["ledger"] == {"slots_expected": 104, "slots_restored": 104, "ignored": 0, "complete": True}

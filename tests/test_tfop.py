@@ -11,8 +11,9 @@ import pytest
 from conftest import CACHE, FIXTURES, H5, record
 from test_convert import check_parity
 
-from k2to3.convert import Options, convert
+from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import K2to3Error
+from k2to3.pipeline.convert import convert
 from k2to3.upgrade import upgrade
 
 pytestmark = pytest.mark.slow
@@ -29,7 +30,7 @@ def test_zoo_uses_at_least_40_tf_functions():
 
 
 def test_zoo_converts_with_parity(pool, tmp_path):
-    report = convert(Options(src=H5 / "tfop_zoo.h5", out=tmp_path / "zoo.keras"), pool=pool)
+    report = convert(Options(src=H5 / "tfop_zoo.h5", output=tmp_path / "zoo.keras"), pool=pool)
     record("tfop_zoo", report)
     check_parity(report)
     assert report["reference"]["kind"] == "keras2-tf_keras"
@@ -50,7 +51,7 @@ def regnets() -> dict:
 @pytest.mark.parametrize("name", ["regnetx002", "regnety002"])
 def test_regnet_converts_with_parity(name, regnets, pool, tmp_path):
     assert _functions(regnets[name])  # the application really contains TFOpLambda layers
-    report = convert(Options(src=regnets[name], out=tmp_path / f"{name}.keras"), pool=pool)
+    report = convert(Options(src=regnets[name], output=tmp_path / f"{name}.keras"), pool=pool)
     record(name, report)
     check_parity(report)
 
@@ -83,7 +84,7 @@ def test_tf_op_that_fails_in_tensorflow_stops_convert_without_output(tmp_path):
         f.attrs["keras_version"] = "2.15.0"
         f.create_group("model_weights").attrs["layer_names"] = []
     with pytest.raises(K2to3Error) as exc:
-        convert(Options(src=src, out=tmp_path / "m.keras"))
+        convert(Options(src=src, output=tmp_path / "m.keras"))
     assert "strings.length" in exc.value.line() and exc.value.code == 3 and not (tmp_path / "m.keras").exists()
 
 
@@ -103,7 +104,7 @@ def test_tf_only_model_converts_for_tensorflow(pool, tmp_path):
     """The rest of the model converts; the .keras is verified on tensorflow against the Keras 2 reference, torch
     and jax are skipped (the layer says why if loaded there), verdict tf_only, exit code 3, file written."""
     out = tmp_path / "m.keras"
-    report = convert(Options(src=FIXTURES / "src_models" / "tf_only.h5", out=out), pool=pool)
+    report = convert(Options(src=FIXTURES / "src_models" / "tf_only.h5", output=out), pool=pool)
     assert report["verdict"] == "tf_only" and report["exit_code"] == 3 and out.exists()
     assert report["reference"]["kind"] == "keras2-tf_keras"
     assert report["backends"]["tensorflow"]["status"] == "parity"
@@ -117,7 +118,7 @@ def test_everyday_ops_convert_with_parity_on_all_backends(pool, tmp_path):
     tensorflow-only; they now translate to keras.ops (matmul's flag through keras.ops.swapaxes)."""
     assert _functions(H5 / "tfop_everyday.h5") == {"reverse", "math.log1p", "compat.v1.gather", "linalg.matmul",
                                                     "concat", "math.abs"}
-    report = convert(Options(src=H5 / "tfop_everyday.h5", out=tmp_path / "m.keras"), pool=pool)
+    report = convert(Options(src=H5 / "tfop_everyday.h5", output=tmp_path / "m.keras"), pool=pool)
     record("tfop_everyday", report)
     check_parity(report)
     assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
@@ -128,7 +129,7 @@ def test_zoo2_new_table_entries_convert_with_parity(pool, tmp_path):
     """Every TF-side entry tf_keras can serialize as a TFOpLambda, in one small model."""
     functions = _functions(H5 / "tfop_zoo2.h5")
     assert len(functions) >= 50, sorted(functions)
-    report = convert(Options(src=H5 / "tfop_zoo2.h5", out=tmp_path / "z.keras"), pool=pool)
+    report = convert(Options(src=H5 / "tfop_zoo2.h5", output=tmp_path / "z.keras"), pool=pool)
     record("tfop_zoo2", report)
     check_parity(report)
     assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
@@ -141,7 +142,7 @@ def test_gaps_norm_one_hot_and_constants_convert_with_parity(pool, tmp_path):
     (stored as nested lists: "Invalid dtype: list") convert with parity on all three backends."""
     functions = _functions(H5 / "tfop_gaps.h5")
     assert {"compat.v1.norm", "math.reduce_euclidean_norm", "one_hot", "linalg.matmul", "tensordot"} <= functions
-    report = convert(Options(src=H5 / "tfop_gaps.h5", out=tmp_path / "g.keras"), pool=pool)
+    report = convert(Options(src=H5 / "tfop_gaps.h5", output=tmp_path / "g.keras"), pool=pool)
     record("tfop_gaps", report)
     check_parity(report)
     assert report["verdict"] == "parity" and not report["output"]["needs_k2to3_portable"]
@@ -156,7 +157,7 @@ def test_zoo3_remaining_table_entries_convert_with_parity(pool, tmp_path):
     assert {"math.greater_equal", "math.less_equal", "math.equal", "compat.v1.floor_div", "math.argmin",
             "compat.v1.gather_nd", "math.segment_sum", "linalg.det", "linalg.inv", "linalg.cholesky", "linalg.solve",
             "image.rgb_to_grayscale", "quantization.fake_quant_with_min_max_vars"} <= functions, sorted(functions)
-    report = convert(Options(src=H5 / "tfop_zoo3.h5", out=tmp_path / "z3.keras"), pool=pool)
+    report = convert(Options(src=H5 / "tfop_zoo3.h5", output=tmp_path / "z3.keras"), pool=pool)
     record("tfop_zoo3", report)
     check_parity(report)
     assert report["verdict"] == "parity"
@@ -176,7 +177,7 @@ def test_shape_consumers_convert_with_parity(pool, tmp_path):
             "scatter_nd", "reshape", "eye", "cast", "math.logical_and", "math.logical_or", "math.logical_not",
             "math.reduce_mean", "math.squared_difference"} <= functions, sorted(functions)
     out = tmp_path / "s.keras"
-    report = convert(Options(src=H5 / "tfop_shapes.h5", out=out), pool=pool)
+    report = convert(Options(src=H5 / "tfop_shapes.h5", output=out), pool=pool)
     record("tfop_shapes", report)
     check_parity(report)
     assert report["verdict"] == "parity" and report["output"]["needs_k2to3_portable"]
@@ -194,7 +195,7 @@ def test_shape_feeding_a_tf_only_op_becomes_a_tensor(pool, tmp_path):
     tensor TF gave (k2to3>ShapeOp over k2to3.portable.shape_tensor); the static part indexed after a cast stays a
     constant. Parity on tensorflow, the other backends skipped for the TF-only op."""
     out = tmp_path / "s.keras"
-    report = convert(Options(src=H5 / "tfop_shape_tf_only.h5", out=out), pool=pool)
+    report = convert(Options(src=H5 / "tfop_shape_tf_only.h5", output=out), pool=pool)
     record("tfop_shape_tf_only", report)
     assert report["verdict"] == "tf_only" and report["backends"]["tensorflow"]["status"] == "parity"
     assert all(o["max_abs"] == 0.0 for o in report["backends"]["tensorflow"]["outputs"])

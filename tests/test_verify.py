@@ -15,10 +15,12 @@ import pytest
 from conftest import FIXTURES, H5
 from test_cli import k2to3, one_error_line
 
-from k2to3.convert import Options, convert
+from k2to3.checks.golden import golden_path, read_golden
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.core.options import VerifyOptions
 from k2to3.errors import InputError
-from k2to3.golden import golden_path, read_golden
-from k2to3.verification import VerifyOptions, verify
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.verify import verify
 
 NAIVE = FIXTURES / "verify"  # written by tests/fixtures/make_verify_fixtures.py (plain Keras 3, no k2to3)
 
@@ -46,7 +48,7 @@ def converted(pool, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     out = {}
     for h5 in (NAIVE / "plain_cnn.h5", H5 / "fm19_hard_sigmoid_dense.h5"):
         keras = d / f"{h5.stem}.keras"
-        out[h5.stem] = (keras, convert(Options(src=h5, out=keras, save_golden=True), pool=pool))
+        out[h5.stem] = (keras, convert(Options(src=h5, output=keras, save_golden=True), pool=pool))
     return out
 
 
@@ -60,12 +62,12 @@ def test_naive_keras3_file_gets_the_verdict_convert_gives(pool, converted):
     where it is wrong (fm19: Keras 3's hard_sigmoid has another slope) verify catches it and names the layer."""
     _, conv = converted["plain_cnn"]
     assert conv["verdict"] == "parity"
-    rep = verify(VerifyOptions(keras=NAIVE / "plain_cnn.naive.keras", reference=NAIVE / "plain_cnn.h5"), pool=pool)
+    rep = verify(VerifyOptions(model=NAIVE / "plain_cnn.naive.keras", reference=NAIVE / "plain_cnn.h5"), pool=pool)
     assert (rep["verdict"], rep["exit_code"], verdicts(rep)) == (conv["verdict"], 0, verdicts(conv))
     assert rep["reference"]["kind"] == "keras2-tf_keras" and rep["command"] == "verify"
     assert rep["backends"]["torch"]["params_trainable"] == conv["backends"]["torch"]["params_trainable"]
 
-    rep = verify(VerifyOptions(keras=NAIVE / "fm19_hard_sigmoid_dense.naive.keras",
+    rep = verify(VerifyOptions(model=NAIVE / "fm19_hard_sigmoid_dense.naive.keras",
                                reference=H5 / "fm19_hard_sigmoid_dense.h5"), pool=pool)
     assert rep["verdict"] == "mismatch" and rep["exit_code"] == 1
     for v in rep["backends"].values():
@@ -74,7 +76,7 @@ def test_naive_keras3_file_gets_the_verdict_convert_gives(pool, converted):
         assert v["noise"]["verdict"] == "beyond_float32_noise"
     # the file k2to3 wrote for the same model verifies as convert said
     keras19, conv19 = converted["fm19_hard_sigmoid_dense"]
-    rep = verify(VerifyOptions(keras=keras19, reference=H5 / "fm19_hard_sigmoid_dense.h5"), pool=pool)
+    rep = verify(VerifyOptions(model=keras19, reference=H5 / "fm19_hard_sigmoid_dense.h5"), pool=pool)
     assert (rep["verdict"], verdicts(rep)) == (conv19["verdict"], verdicts(conv19)) == ("parity", verdicts(rep))
 
 
@@ -85,7 +87,7 @@ def test_golden_file_passes_the_original_and_catches_a_perturbed_weight(pool, co
     assert conv["golden"]["path"] == str(golden_path(keras)) and g.meta["weight_hash"] == conv["build"]["weight_hash"]
     assert (g.rtol, g.atol) == (conv["tolerance"]["rtol"], conv["tolerance"]["atol"])
     assert set(g.meta["versions"]) == {"tensorflow", "torch", "jax"}
-    rep = verify(VerifyOptions(keras=keras, golden=golden_path(keras)), pool=pool)
+    rep = verify(VerifyOptions(model=keras, golden=golden_path(keras)), pool=pool)
     assert rep["verdict"] == "parity" and rep["exit_code"] == 0, rep["backends"]
     assert rep["reference"]["kind"] == "golden-npz"
     for v in rep["backends"].values():  # the same arrays as convert's reference: bit-for-bit on tensorflow
@@ -138,16 +140,16 @@ def test_golden_declared_shape_is_checked_before_allocating(tmp_path):
 
 
 @pytest.mark.parametrize(("kw", "words"), [
-    ({"keras": "nope.keras", "reference": "x.h5"}, "nope.keras: no such file"),
-    ({"keras": "{h5}", "reference": "{h5}"}, "not a Keras 3 .keras archive"),
-    ({"keras": "{keras}"}, "exactly one of --reference"),
-    ({"keras": "{keras}", "reference": "{h5}", "golden": "g.npz"}, "exactly one of --reference"),
-    ({"keras": "{keras}", "reference": "{keras}"}, "not an HDF5 file"),
-    ({"keras": "{keras}", "golden": "missing.golden.npz"}, "missing.golden.npz: no such file"),
-    ({"keras": "{keras}", "golden": "{keras}", "grads": True}, "--grads with --golden"),
-    ({"keras": "{keras}", "golden": "{keras}", "fit_steps": 2}, "--fit-steps with --golden"),
-    ({"keras": "{keras}", "reference": "{h5}", "targets": "{h5}"}, "--targets applies to --fit-steps only"),
-    ({"keras": "{keras}", "reference": "{h5}", "fit_steps": 1, "targets": "no.npz"}, "--targets no.npz: no such"),
+    ({"model": "nope.keras", "reference": "x.h5"}, "nope.keras: no such file"),
+    ({"model": "{h5}", "reference": "{h5}"}, "not a Keras 3 .keras archive"),
+    ({"model": "{keras}"}, "exactly one of --reference"),
+    ({"model": "{keras}", "reference": "{h5}", "golden": "g.npz"}, "exactly one of --reference"),
+    ({"model": "{keras}", "reference": "{keras}"}, "not an HDF5 file"),
+    ({"model": "{keras}", "golden": "missing.golden.npz"}, "missing.golden.npz: no such file"),
+    ({"model": "{keras}", "golden": "{keras}", "grads": True}, "--grads with --golden"),
+    ({"model": "{keras}", "golden": "{keras}", "fit_steps": 2}, "--fit-steps with --golden"),
+    ({"model": "{keras}", "reference": "{h5}", "targets": "{h5}"}, "--targets applies to --fit-steps only"),
+    ({"model": "{keras}", "reference": "{h5}", "fit_steps": 1, "targets": "no.npz"}, "--targets no.npz: no such"),
 ])
 def test_verify_usage_errors(tmp_path, kw, words):
     keras = tmp_path / "m.keras"

@@ -2,14 +2,12 @@
 
 __version__ = "0.1.0"
 
+_API = ("convert", "verify", "lint", "fix", "ModelReport", "LintReport", "FixReport")
+
 
 def __getattr__(name: str):  # the Python API (docs/api.md), imported on first use: `import k2to3` stays light
-    if name == "convert":  # the module k2to3/convert.py, callable as the API function (api.CallableModule)
-        import importlib
-
-        return importlib.import_module(".convert", __name__)
-    if name in ("verify", "lint", "fix", "ModelReport", "LintReport", "FixReport"):
-        from k2to3 import api
+    if name in _API:
+        from k2to3.interfaces import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'k2to3' has no attribute {name!r}")

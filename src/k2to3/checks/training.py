@@ -1,5 +1,7 @@
-"""`--fit-steps N`, parent side (numpy only): the training batch's targets, the comparison of the weights after
-N steps and of the per-step losses between tf_keras (reference) and each backend (report section `training`)."""
+"""The training check (`--fit-steps N`, report section `training`, docs/optimizers.md): the same N train_on_batch
+steps on the same batch by tf_keras on the original file and by every backend on the converted `.keras`; the
+weights after the steps and the per-step losses compared, and whether each backend loaded the file's optimizer
+slots bit for bit. Parent side, numpy only (the steps run in workers/fit.py)."""
 
 from __future__ import annotations
 
@@ -8,48 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks.compare import compare_arrays, per_backend
+from k2to3.checks.base import Check, Done, Jobs, Run
+from k2to3.checks.format import fmt
+from k2to3.checks.rounds import longest_first
+from k2to3.core.compare import compare_arrays, per_backend
+from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
+from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.errors import InputError
 from k2to3.workers.pool import reply_or_error
 
-SEED = 20240301
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
 # tf_keras and each backend at ~1e-7 relative per op; an adaptive optimizer divides by sqrt(v) + eps, which
 # amplifies a 1e-7 gradient difference on small second moments, so the defaults are looser than the forward
 # pass's 1e-5 / 1e-6.
 FIT_RTOL, FIT_ATOL = 1e-4, 1e-5
-MIXED = {"mixed_float16", "mixed_bfloat16", "float16", "bfloat16"}  # forward tolerances of convert.POLICY_TOL
-CLASSIFICATION = {"categorical_crossentropy", "categorical_hinge", "categorical_focal_crossentropy"}
-SPARSE = {"sparse_categorical_crossentropy"}
-BINARY = {"binary_crossentropy", "binary_focal_crossentropy", "hinge", "squared_hinge"}
-
-
-def _loss_name(loss: Any) -> str | None:
-    if isinstance(loss, str):
-        return loss
-    if isinstance(loss, dict) and "class_name" in loss:
-        import re
-
-        return re.sub(r"(?<!^)(?=[A-Z])", "_", str(loss["class_name"])).lower()
-    return None
-
-
-def make_targets(outputs: list[np.ndarray], losses: list[Any]) -> list[np.ndarray]:
-    """Seeded targets shaped like the model's outputs and typed for each output's loss: one-hot rows for
-    categorical losses, integer labels for sparse ones, {0, 1} for binary ones, N(0, 1) otherwise."""
-    rng = np.random.default_rng(SEED)
-    ys = []
-    for out, loss in zip(outputs, losses + [None] * (len(outputs) - len(losses))):
-        name = _loss_name(loss) or ""
-        if name in CLASSIFICATION:
-            ys.append(np.eye(out.shape[-1], dtype="float32")[rng.integers(0, out.shape[-1], out.shape[:-1])])
-        elif name in SPARSE:
-            ys.append(rng.integers(0, out.shape[-1], out.shape[:-1]).astype("int32"))
-        elif name in BINARY:
-            ys.append(rng.integers(0, 2, out.shape).astype("float32"))
-        else:
-            ys.append(rng.standard_normal(out.shape).astype("float32"))
-    return ys
 
 
 def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -95,46 +69,67 @@ def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.nd
             "iterations_after": got.get("iterations_after"), "weights": rows}
 
 
-def fit_jobs(job: Any, report: dict[str, Any], verify: tuple[str, ...], outputs: list[np.ndarray],
-             keras_path: Path, steps: int, targets: Path | None, loss: str | None, losses: list[Any],
-             step_grads: bool = False) -> tuple[dict[str, list[Any]], dict[str, Any]]:
-    """The worker jobs of `--fit-steps` (the tf_keras reference first on the tensorflow worker, every backend's
-    steps side by side as the pool allows) and what fit_section needs to read their replies. With `step_grads`
-    every side also saves its first step's gradients (the gradient check's, trainchecks.py)."""
-    ys = load_targets(targets, outputs) if targets else make_targets(outputs, losses)
-    np.savez(job.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
-    common = {"inputs": job.npz("inputs"), "targets": job.npz("fit-targets"), "steps": steps, "loss": loss}
-    rtol, atol = (5e-3, 5e-3) if set(report.get("dtype_policies") or ()) & MIXED else (FIT_RTOL, FIT_ATOL)
-    section: dict[str, Any] = {"steps": steps, "rtol": rtol, "atol": atol,
-                               "targets": str(targets) if targets else "seeded", "loss": loss or "training_config",
-                               "randomness": "dropout and noise rates set to 0 on both sides", "backends": {}}
-    report["training"] = section
+def compile_losses(run: Run) -> list[Any]:
+    """The compiled loss of each output, as the upgraded training config names it."""
+    loss = (run.plan.compile or {}).get("loss")
+    return list(loss.values()) if isinstance(loss, dict) and "class_name" not in loss else \
+        list(loss) if isinstance(loss, list) else [loss]
+
+
+def carries_gradients(run: Run) -> bool:
+    """Can the training steps stand in for the gradient check (checks/gradients.py)? Same mode (training), a file
+    compiled with an optimizer, a Keras 2 reference that trains from the file itself (not rebuilt from --src), and
+    no loss scaling (its gradients are scaled)."""
+    opts = run.options
+    return bool(opts.grads and opts.fit_steps and opts.grads_training
+                and (run.training_config or {}).get("optimizer_config")
+                and run.tf_keras_reference
+                and not ({"golden_config", "build_fn"} & set(run.golden_args))
+                and not (set(run.report.get("dtype_policies") or ()) & REDUCED))
+
+
+def applies(run: Run) -> bool:
+    return bool(run.options.fit_steps)
+
+
+def jobs(run: Run) -> Jobs:
+    """The tf_keras reference first on the tensorflow worker, every backend's steps side by side as the pool
+    allows. When the steps carry the gradient check, every side also saves its first step's gradients, and tf_keras
+    takes the sensitivity probe (the step on nudged inputs) while it holds the model."""
+    opts, steps, step_grads = run.options, run.options.fit_steps, carries_gradients(run)
+    assert run.outputs is not None
+    ys = load_targets(opts.targets, run.outputs) if opts.targets else make_targets(compile_losses(run), run.outputs)
+    np.savez(run.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
+    common = {"inputs": run.npz("inputs"), "targets": run.npz("fit-targets"), "steps": steps, "loss": opts.loss}
+    rtol, atol = REDUCED_FIT_TOLERANCE if set(run.report.get("dtype_policies") or ()) & REDUCED \
+        else (FIT_RTOL, FIT_ATOL)
+    run.report["training"] = {"steps": steps, "rtol": rtol, "atol": atol,
+                              "targets": str(opts.targets) if opts.targets else "seeded",
+                              "loss": opts.loss or "training_config",
+                              "randomness": "dropout and noise rates set to 0 on both sides", "backends": {}}
+    probe = {"grads_out": run.npz("grads-golden"), "nudged_grads_out": run.npz("grads-golden-nudged"),
+             "nudge_eps": SENSITIVITY_EPS} if step_grads else {}
 
     def golden(w: Any) -> Any:
-        from k2to3.workers.grads import SENSITIVITY_EPS
-
-        # with the step's gradients, tf_keras also takes the sensitivity probe while it holds the model
-        probe = {"grads_out": job.npz("grads-golden"), "nudged_grads_out": job.npz("grads-golden-nudged"),
-                 "nudge_eps": SENSITIVITY_EPS}
-        return w.call("fit_golden", h5=str(job.h5), weights_out=job.npz("fit-ref"), **common, **job.golden_args,
-                      **(probe if step_grads else {}))
+        return w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.npz("fit-ref"), **common,
+                      **run.golden_args, **probe)
 
     def k3(b: str) -> Any:
-        return lambda w: w.call("fit", keras=str(keras_path), weights_out=job.npz(f"fit-{b}"),
-                                state_out=job.npz(f"state-{b}"), modules=job.modules, **common,
-                                **({"grads_out": job.npz(f"grads-{b}")} if step_grads else {}))
+        return lambda w: w.call("fit", keras=str(run.keras), weights_out=run.npz(f"fit-{b}"),
+                                state_out=run.npz(f"state-{b}"), modules=run.modules, **common,
+                                **({"grads_out": run.npz(f"grads-{b}")} if step_grads else {}))
 
-    jobs: dict[str, list[Any]] = {"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in verify else [])],
-                                  **{b: [k3(b)] for b in verify if b != "tensorflow"}}
-    job.progress(f"--fit-steps {steps}{' (and --grads, from its first step)' if step_grads else ''}: tf_keras and "
-                 + ", ".join(verify))
-    return jobs, {"verify": verify}
+    run.progress(f"--fit-steps {steps}{' (and --grads, from its first step)' if step_grads else ''}: tf_keras and "
+                 + ", ".join(run.backends))
+    return longest_first({"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in run.backends else [])],
+                          **{b: [k3(b)] for b in run.backends if b != "tensorflow"}})
 
 
-def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ctx: dict[str, Any]) -> None:
-    """Fill report["training"] from the replies of fit_jobs' jobs."""
-    section, verify = report["training"], ctx["verify"]
-    ref = reply_or_error(done["tensorflow"][0])
+def collect(run: Run, done: dict[str, Done]) -> None:
+    """Fill report["training"] from the replies of the training jobs."""
+    mine, report = done["training"], run.report
+    section = report["training"]
+    ref = reply_or_error(mine["tensorflow"][0])
     if "error" in ref:
         section.update(status="unavailable", reason=f"tf_keras reference: {ref['error']}")
         return
@@ -148,27 +143,77 @@ def fit_section(job: Any, report: dict[str, Any], done: dict[str, list[Any]], ct
         section.update(status="unavailable", reason="the tf_keras reference could not load the file's optimizer "
                        "state, so its steps start from a fresh optimizer and are not a reference")
         return
-    with np.load(job.npz("fit-ref")) as z:
+    with np.load(run.npz("fit-ref")) as z:
         ref_w = [z[f"w{i}"] for i in range(len(z.files))]
     saved: dict[str, np.ndarray] = {}  # the file's slots, read once for every backend
+    h5 = run.reference_h5
+    assert h5 is not None
     if (report.get("optimizer") or {}).get("slots"):
-        state_as_loaded(job.h5, report.get("optimizer"), None, saved)
+        state_as_loaded(h5, report.get("optimizer"), None, saved)
 
     def one(b: str) -> dict[str, Any]:
-        got = reply_or_error(done[b][-1])
+        got = reply_or_error(mine[b][-1])
         if "error" in got:
             return {"status": "error", "error": got["error"]}
         if not got.get("available"):
             return {"status": "unavailable", "reason": got.get("reason")}
-        with np.load(job.npz(f"fit-{b}")) as z:
+        with np.load(run.npz(f"fit-{b}")) as z:
             got_w = [z[f"w{i}"] for i in range(len(z.files))]
         row = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
-        row["state_as_loaded"] = state_as_loaded(job.h5, report.get("optimizer"), job.npz(f"state-{b}"), saved)
+        row["state_as_loaded"] = state_as_loaded(h5, report.get("optimizer"), run.npz(f"state-{b}"), saved)
         return row
 
-    section["backends"].update(zip(verify, per_backend(one, verify, ref_w)))
+    section["backends"].update(zip(run.backends, per_backend(one, run.backends, ref_w)))
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else "mismatch"
+
+
+def explain(report: dict[str, Any]) -> None:
+    """Weights after the step differ as the step's gradients do: when those are within tf_keras's own input
+    sensitivity, say so beside the training verdict (information only, like every numeric_verdict)."""
+    training, grads = report.get("training") or {}, report.get("gradients") or {}
+    if training.get("status") == "mismatch" and grads.get("numeric_verdict") == "within_reference_sensitivity":
+        training["numeric_verdict"] = "within_reference_sensitivity"
+        training["note"] = ("this step's gradients differ from tf_keras's no more than tf_keras's own do under a 1e-6 "
+                            "input change (gradients.numeric_verdict): the weights after the step differ as the "
+                            "gradients do; an ill-conditioned step, not a conversion error")
+
+
+def outcome(report: dict[str, Any]) -> str | None:
+    return "mismatch" if (report.get("training") or {}).get("status") == "mismatch" else None
+
+
+def markdown(report: dict[str, Any]) -> list[str]:
+    t = report.get("training")
+    if not t:
+        return []
+    ref = t.get("reference") or {}
+    lines = [f"{t['steps']} train_on_batch step(s) on {t['targets']} targets, loss {t['loss']}, {t['randomness']}; "
+             f"rtol={t['rtol']:g}, atol={t['atol']:g}. Status: **{t.get('status')}**"
+             + (f" ({t['reason']})" if t.get("reason") else "")
+             + (f"; numerically: {t['numeric_verdict']}" if t.get("numeric_verdict") else "") + "."]
+    if ref:
+        lines.append(f"\nReference: tf_keras, {ref.get('optimizer_class')}, optimizer state "
+                     f"{'loaded from the file' if ref.get('state_loaded') else 'not loaded'}"
+                     + (f" ({ref['state_source']})" if ref.get("state_source") else "")
+                     + f", losses {', '.join(fmt(x) for x in ref.get('losses') or [])}, iterations after "
+                     f"{ref.get('iterations_after')}.")
+    if t.get("backends"):
+        lines += ["", "| backend | status | losses | loss max abs | weights max abs | weights max rel | min atol | "
+                  "first divergent weight | optimizer slots as loaded |", "|---|---|---|---|---|---|---|---|---|"]
+        for b, v in t["backends"].items():
+            if v["status"] in ("error", "unavailable"):
+                lines.append(f"| {b} | {v['status']}: {v.get('error') or v.get('reason')} | | | | | | | |")
+                continue
+            first = (v.get("first_divergent_weight") or {}).get("weight", "")
+            sal = v.get("state_as_loaded")
+            slots = f"{sal['equal']}/{sal['slots']} equal" if sal else ""
+            lines.append(f"| {b} | {v['status']} | {', '.join(fmt(x) for x in v.get('losses') or [])} | "
+                         f"{fmt(v.get('loss_max_abs'))} | {fmt(v.get('weights_max_abs'))} | "
+                         f"{fmt(v.get('weights_max_rel'))} | {fmt(v.get('min_atol'))} | {first} | {slots} |")
+    if t.get("note"):
+        lines.append(f"\nNote: {t['note']}")
+    return lines
 
 
 def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str | None,
@@ -195,3 +240,7 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
              np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
                             np.asarray(saved[n], np.float64).reshape(-1))]
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
+
+
+CHECK = Check(key="training", title="Training steps", stage=3, applies=applies, jobs=jobs, collect=collect,
+              markdown=markdown, outcome=outcome, retry_without_onednn=True)

@@ -13,11 +13,7 @@ Nothing here imports keras or runs the source."""
 from __future__ import annotations
 
 import ast
-import copy
-import keyword
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -28,185 +24,9 @@ from k2to3.core.findings import Finding
 from k2to3.source.extract import Definition, Site, SourceIndex
 from k2to3.source.fix import fix_source
 from k2to3.source.lint import lint_source
-from k2to3.upgrade import KERAS3_ACTIVATIONS, KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES, MODEL_CLASSES, function_name
-
-PORTABLE_LOSS_NAMES = KERAS3_LOSSES | set(LOSS_ALIASES) | METRIC_NAMES | {"acc", "accuracy", "loss"}
-
-
-@dataclass
-class Need:
-    kind: str  # lambda | activation_lambda | class | function | build_fn
-    layer: str | None
-    key: str | None = None  # activation config key
-    class_name: str | None = None
-    arguments: dict[str, Any] = field(default_factory=dict)
-    has_output_shape: bool = False
-    closure: list[Any] | None = None
-    fn_name: str | None = None  # a function stored by name
-    optional: bool = False  # a class a k2to3 rule also handles: the source's own definition wins if present
-
-
-@dataclass
-class Resolution:
-    module: str
-    k3_code: str = ""
-    k2_code: str = ""
-    lambdas: dict[str, dict[str, Any]] = field(default_factory=dict)  # layer -> {function, arguments}
-    activations: dict[tuple[str, str], str] = field(default_factory=dict)  # (layer, key) -> object name
-    classes: dict[str, str] = field(default_factory=dict)  # config class name -> object name
-    functions: dict[str, str] = field(default_factory=dict)  # stored function name -> object name
-    build_fn: str | None = None
-    findings: list[Finding] = field(default_factory=list)
-    objects: list[dict[str, Any]] = field(default_factory=list)  # for the report
-
-    @property
-    def package(self) -> str:
-        return self.module
-
-    def registered(self, name: str) -> str:
-        return f"{self.package}>{name}"
-
-    def function_config(self, name: str) -> dict[str, Any]:
-        """How Keras 3 serializes a registered function."""
-        return {"module": "builtins", "class_name": "function", "config": self.registered(name),
-                "registered_name": "function"}
-
-    @property
-    def needed_at_load(self) -> bool:
-        """Whether the saved .keras references objects of the generated module."""
-        return any(o["kind"] != "build function" for o in self.objects)
-
-    @property
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
-    def golden_config(self, model_config: dict[str, Any]) -> dict[str, Any]:
-        """The artifact's model config with every Lambda and lambda activation pointing at the Keras 2 module's
-        functions by name (tf_keras then never sees the file's bytecode)."""
-        cfg = copy.deepcopy(model_config)
-        for layer in walk_layers(cfg):
-            lc = layer.get("config", {})
-            name = lc.get("name")
-            if layer.get("class_name") == "Lambda" and name in self.lambdas:
-                lam = self.lambdas[name]
-                # tf_keras's two deserializers treat a function name in a Lambda config differently (the legacy
-                # one swaps it for the object first): the golden worker's GoldenLambda takes either.
-                layer["class_name"] = "K2to3GoldenLambda"
-                layer.pop("module", None)
-                layer.pop("registered_name", None)
-                lc.update(function=lam["function"], arguments=lam["arguments"])
-                for key in ("function_type", "module", "output_shape", "output_shape_type", "output_shape_module"):
-                    lc.pop(key, None)
-            cls = layer.get("class_name")
-            if isinstance(cls, str) and self.classes.get(cls.split(">")[-1], cls.split(">")[-1]) != cls.split(">")[-1]:
-                layer["class_name"] = self.classes[cls.split(">")[-1]]  # renamed: custom_objects={"Old": New}
-                layer.pop("registered_name", None)
-                layer.pop("module", None)
-            for key in ACTIVATION_KEYS:
-                if (name, key) in self.activations:
-                    lc[key] = self.activations[(name, key)]
-                elif isinstance(lc.get(key), dict) and lc[key].get("class_name") == "function" \
-                        and lc[key].get("config") in self.functions:
-                    lc[key] = self.functions[lc[key]["config"]]
-        return cfg
-
-
-ACTIVATION_KEYS = ("activation", "recurrent_activation")
-
-
-def walk_layers(model_config: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every layer dict of a model config, nested models included, in config order."""
-    cfg = model_config.get("config")
-    layers = cfg if isinstance(cfg, list) else (cfg or {}).get("layers", [])
-    for layer in layers:
-        yield layer
-        if layer.get("class_name") in MODEL_CLASSES:
-            yield from walk_layers(layer)
-        for inner_key in ("layer", "backward_layer", "cell"):
-            inner = layer.get("config", {}).get(inner_key)
-            if isinstance(inner, dict) and "class_name" in inner:
-                yield inner
-
-
-def _is_lambda_activation(value: Any) -> bool:
-    return function_name(value) == "<lambda>"
-
-
-def _known_classes() -> frozenset[str]:
-    return rules_mod.keras3_layers() | MODEL_CLASSES | {"TFOpLambda", "SlicingOpLambda", "InputLayer"}
-
-
-def _rule_classes() -> frozenset[str]:
-    """Classes a rename rule maps (library layers, Keras 2 aliases)."""
-    return frozenset(c for r in rules_mod.layer_rules() if r.action == "rename_class" for c in r.classes)
-
-
-def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str, Any] | None) -> list[Need]:
-    needs: list[Need] = []
-    known, by_rule = _known_classes(), _rule_classes()
-    for layer in walk_layers(model_config or {}):
-        cls, lc = layer.get("class_name"), layer.get("config", {})
-        name = lc.get("name") or layer.get("name")
-        if cls == "Lambda":
-            fn = lc.get("function")
-            if lc.get("function_type") == "function" and isinstance(fn, str):  # stored by name (Keras 2.0-2.1)
-                needs.append(Need("lambda_named", name, fn_name=fn, key="function",
-                                  arguments=dict(lc.get("arguments") or {})))
-                continue
-            needs.append(Need("lambda", name, arguments=dict(lc.get("arguments") or {}),
-                              has_output_shape=lc.get("output_shape") is not None,
-                              closure=fn[2] if isinstance(fn, list) and len(fn) == 3 else None))
-        elif cls not in known:
-            needs.append(Need("class", name, class_name=str(cls).split(">")[-1], optional=cls in by_rule))
-        for key in ACTIVATION_KEYS:
-            value = lc.get(key)
-            if _is_lambda_activation(value):
-                closure = value["value"][2] if isinstance(value, dict) and isinstance(value.get("value"), list) \
-                    and len(value["value"]) == 3 else None
-                needs.append(Need("activation_lambda", name, key=key, class_name=cls, closure=closure))
-            else:
-                fname = function_name(value)
-                if fname and fname not in KERAS3_ACTIVATIONS and not re.fullmatch(r"[\w.]+>[\w.]+", fname) \
-                        and fname not in (
-                        "softmax_v2", "hard_sigmoid", "swish", "gelu", "linear"):
-                    needs.append(Need("function", name, key=key, fn_name=fname))
-    tc = training_config or {}
-    for what in ("loss", "metrics", "weighted_metrics"):
-        for fname in _names_in(tc.get(what)):
-            if fname not in PORTABLE_LOSS_NAMES:  # optional: the compile config is kept without it, with a warning
-                needs.append(Need("function", None, key=what, fn_name=fname, optional=True))
-    return needs
-
-
-def _names_in(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict) and value.get("class_name") == "MeanMetricWrapper":  # tf.keras >= 2.4 metrics
-        fn = value.get("config", {}).get("fn")
-        return [fn] if isinstance(fn, str) else []
-    if isinstance(value, list):
-        return [n for v in value for n in _names_in(v)]
-    if isinstance(value, dict) and "class_name" not in value:
-        return [n for v in value.values() for n in _names_in(v)]
-    return []
-
-
-def _snake(name: str) -> str:
-    s = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z])([A-Z])", r"\1_\2", s).lower()
-
-
-def _auto_named(layer: dict[str, Any]) -> bool:
-    """A name Keras made up (dense_3, input_1): no evidence of which source function built the model."""
-    name = str(layer.get("config", {}).get("name") or layer.get("name") or "")
-    return bool(re.fullmatch(rf"{_snake(str(layer.get('class_name', '')))}(_\d+)?|input_\d+", name))
-
-
-def module_name_for(stem: str) -> str:
-    name = re.sub(r"\W", "_", stem) + "_k3"
-    if name[0].isdigit() or keyword.iskeyword(name):
-        name = "m_" + name
-    return name
+from k2to3.source.resolution import Resolution
+from k2to3.source.tfkeras_module import ToTfKeras
+from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
 
 
 def _ident(layer: str) -> str:
@@ -521,66 +341,21 @@ class Resolver:
               "_K2TO3_TF = _K2to3TF()\n"
               f"{imp_code}\n{defs_code}\n" + "\n".join(hoisted)
               + f"\n\nK2TO3_OBJECTS = {{\n{k2_objects}}}\n")
-        self.res.k2_code = cst.parse_module(k2).visit(_ToTfKeras()).code
+        self.res.k2_code = cst.parse_module(k2).visit(ToTfKeras()).code
 
 
-def _tf_keras_module(mod: str) -> str | None:
-    for prefix in ("tensorflow.python.keras", "tensorflow.keras", "keras"):
-        if mod == prefix or mod.startswith(prefix + "."):
-            return "tf_keras" + mod[len(prefix):]
-    return None
 
 
-def _dotted(node: cst.BaseExpression) -> str:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return f"{_dotted(node.value)}.{node.attr.value}"
-    return ""
 
 
-def _as_expr(dotted: str) -> cst.Attribute | cst.Name:
-    return cst.parse_expression(dotted)  # type: ignore[return-value]
 
 
-class _ToTfKeras(cst.CSTTransformer):
-    """Keras 2 imports -> tf_keras (standalone keras 2, tensorflow.keras); `import tensorflow as tf` -> the TF1
-    fallback object, in every scope (Keras 2.2-era Lambdas import tensorflow inside the function)."""
-
-    def leave_Import(self, original: cst.Import, updated: cst.Import) -> Any:
-        if len(updated.names) != 1:
-            return updated
-        alias = updated.names[0]
-        mod = _dotted(alias.name)
-        asname = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else None
-        if mod == "tensorflow" and asname != "_k2to3_tensorflow":
-            return cst.Assign([cst.AssignTarget(cst.Name(asname or "tensorflow"))], cst.Name("_K2TO3_TF"))
-        new = _tf_keras_module(mod)
-        if new is None:
-            return updated
-        if asname is None and "." not in mod:
-            asname = mod
-        if asname is None:  # `import keras.backend` binds `keras`: bind it to tf_keras instead
-            return cst.Import([cst.ImportAlias(cst.Name("tf_keras"), asname=cst.AsName(name=cst.Name("keras")))])
-        return cst.Import([cst.ImportAlias(_as_expr(new), asname=cst.AsName(name=cst.Name(asname)))])
-
-    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:
-        if updated.relative or updated.module is None:
-            return updated
-        mod = _dotted(updated.module)
-        if mod == "tensorflow" and not isinstance(updated.names, cst.ImportStar) and all(
-                isinstance(a.name, cst.Name) and a.name.value == "keras" for a in updated.names):
-            a = updated.names[0]
-            asname = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else "keras"
-            return cst.Import([cst.ImportAlias(cst.Name("tf_keras"), asname=cst.AsName(name=cst.Name(asname)))])
-        new = _tf_keras_module(mod)
-        return updated if new is None else updated.with_changes(module=_as_expr(new))
 
 
 def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
                     training_config: dict[str, Any] | None, module: str, build_fn: str | None = None) -> Resolution:
     layer_names = {(lay.get("config", {}).get("name") or lay.get("name")) for lay in walk_layers(model_config or {})
-                   if not _auto_named(lay)}
+                   if not auto_named(lay)}
     if build_fn and build_fn not in index.defs:
         res = Resolution(module)
         res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "error",

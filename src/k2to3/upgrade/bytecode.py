@@ -13,7 +13,7 @@ from typing import Any
 
 from k2to3.core.findings import Finding
 from k2to3.core.rules import builtin_code
-from k2to3.source.hoist import walk_layers
+from k2to3.upgrade.needs import walk_layers
 
 
 def _code(payload: Any) -> types.CodeType | str:

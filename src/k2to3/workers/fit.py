@@ -15,40 +15,12 @@ from typing import Any
 import numpy as np
 
 from k2to3.workers import lean
-
-# attribute -> layer classes (by name; tf_keras and Keras 3 share them) whose training-time noise it controls
-_NOISE = {"rate": ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianDropout",
-                   "AlphaDropout"),
-          "stddev": ("GaussianNoise",),
-          "dropout": ("SimpleRNNCell", "GRUCell", "LSTMCell", "SimpleRNN", "GRU", "LSTM", "ConvLSTM2D",
-                      "ConvLSTM1D", "ConvLSTM3D", "ConvLSTM2DCell"),
-          "recurrent_dropout": ("SimpleRNNCell", "GRUCell", "LSTMCell", "SimpleRNN", "GRU", "LSTM", "ConvLSTM2D",
-                                "ConvLSTM1D", "ConvLSTM3D", "ConvLSTM2DCell")}
+from k2to3.workers.noise import noise_off
 
 
-def _walk(layer: Any) -> list[Any]:
-    out = [layer]
-    subs = [*(getattr(layer, "layers", None) or []),
-            *(getattr(layer, a, None) for a in ("cell", "forward_layer", "backward_layer", "layer"))]
-    for sub in subs:
-        if sub is not None and sub is not layer:
-            out.extend(_walk(sub))
-    return out
-
-
-def disable_noise(model: Any) -> list[str]:
-    """Set every training-time noise rate to 0; returns the layers changed."""
-    changed = []
-    for layer in _walk(model)[1:]:
-        cls = type(layer).__name__
-        for attr, classes in _NOISE.items():
-            if cls in classes and getattr(layer, attr, 0):
-                try:
-                    setattr(layer, attr, 0.0)
-                except AttributeError:
-                    continue  # an RNN layer's read-only view of its cell's rate: the cell (walked too) is set
-                changed.append(f"{layer.name}.{attr}")
-    return sorted(set(changed))
+def disabled_noise(model: Any) -> list[str]:
+    """Training-time noise off (workers/noise.py); the report's `noise_disabled`: layer.attribute, sorted."""
+    return sorted({f"{layer}.{attr}" for layer, attr in noise_off(model)})
 
 
 def _layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray]]:
@@ -85,10 +57,10 @@ def _steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[
 def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[Any], names: list[str],
                      loss: float, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
     """Save the first step's gradients as workers/grads.py saves its own, and the reply's `grads` entry."""
-    from k2to3.workers.child import _save_arrays
+    from k2to3.workers.runtime import save_arrays
 
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
-    _save_arrays(path, arrays, prefix="g")
+    save_arrays(path, arrays, prefix="g")
     return {"names": names, "shapes": [list(a.shape) for a in arrays],
             "none": [n for n, g in zip(names, grads) if g is None], "loss": loss, "grad_seconds": seconds,
             "from": "training step", **extra}
@@ -99,14 +71,14 @@ def _save(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
 
 
 def op_fit(req: dict[str, Any]) -> dict[str, Any]:
-    from k2to3.workers.child import load_keras
+    from k2to3.workers.runtime import load_keras
 
     keras, model, _ = load_keras(req)  # as verify loads it (placeholder initializers: every value is restored)
     if not getattr(model, "compiled", False) or model.optimizer is None:
         return {"available": False, "reason": "the converted model has no compile config (no training_config)"}
     if req.get("loss"):
         model.compile(optimizer=model.optimizer, loss=req["loss"])
-    noise = disable_noise(model)
+    noise = disabled_noise(model)
     if keras.backend.backend() == "tensorflow":
         # Eagerly, as the tf_keras reference: the same kernels without the graph trace (ResNet50: one step in 2-3 s
         # against 10-15 s) and without grappler's rewrites. verify's predict still runs the traced function.
@@ -148,7 +120,8 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     import tf_keras
 
     from k2to3.core.h5safe import check_file
-    from k2to3.workers.child import SEED, _refuse_bytecode, _tf_keras_objects
+    from k2to3.core.seeds import WORKER_SEED as SEED
+    from k2to3.workers.golden import refuse_bytecode, tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
     if req.get("golden_config") or req.get("build_fn"):
@@ -156,8 +129,8 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
                 "tf_keras does not load the file's optimizer state; no independent training reference"}
     check_file(req["h5"])
     if not req.get("trust_bytecode"):
-        _refuse_bytecode(req["h5"])
-    kwargs = {"custom_objects": _tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
+        refuse_bytecode(req["h5"])
+    kwargs = {"custom_objects": tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
     with lean.tf_keras_loading():  # large arrays by slices, as the golden load
         try:
             model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
@@ -169,12 +142,12 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
         return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
     if req.get("loss"):
         model.compile(optimizer=model.optimizer, loss=req["loss"])
-    noise = disable_noise(model)
+    noise = disabled_noise(model)
     # The reference runs eagerly: the same kernels without the graph trace (ResNet50: 1.7 s against 5.8 s for
     # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph.
     model.run_eagerly = True
     x, y = _load_batch(req)
-    if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (trainchecks.py)
+    if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (checks/gradients.py)
         from k2to3.workers.grads import nudge
 
         x = nudge(x, float(req["nudge"]))
@@ -212,7 +185,7 @@ PROBE_STATE_BYTES = 64 << 20
 
 
 def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, Any] | None:
-    """The input-sensitivity probe of the step's gradients (trainchecks.py), taken before the steps while the
+    """The input-sensitivity probe of the step's gradients (checks/gradients.py), taken before the steps while the
     model is loaded: the same step on inputs scaled by (1 + nudge), stopped at the gradients (nothing applied),
     and the non-trainable state put back, so the steps that follow start where the file does. On a machine with
     spare cores it runs beside the other backends' steps instead of after them."""

@@ -13,18 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers.child import (
-    SEED,
-    _golden_model,
-    _load_inputs,
-    _model_input,
-    _save_arrays,
-    load_keras,
-)
+from k2to3.core.compare import rel_l2
+from k2to3.core.seeds import SENSITIVITY_EPS
+from k2to3.core.seeds import WORKER_SEED as SEED
+from k2to3.workers.golden import golden_model
+from k2to3.workers.noise import noise_off
+from k2to3.workers.runtime import load_inputs, load_keras, model_input, save_arrays
 
-NOISE_ATTRS = ("rate", "stddev")  # Dropout family, GaussianNoise, GaussianDropout, AlphaDropout
-RNN_ATTRS = ("dropout", "recurrent_dropout")  # RNN cells
-SENSITIVITY_EPS = 1e-6
+
+def _noise_off(model: Any) -> list[str]:
+    """Training-time noise off (workers/noise.py); the report's `derandomized`: the layers changed."""
+    return list(dict.fromkeys(layer for layer, _ in noise_off(model)))
 
 
 def nudge(x: Any, eps: float) -> Any:
@@ -33,26 +32,6 @@ def nudge(x: Any, eps: float) -> Any:
         return a * np.asarray(1 + eps, a.dtype) if np.issubdtype(a.dtype, np.floating) else a
 
     return [one(a) for a in x] if isinstance(x, list) else one(x)
-
-
-def _derandomize(layers: list[Any]) -> list[str]:
-    """Make training-time randomness the identity; returns the layers changed."""
-    changed = []
-    for layer in layers:
-        name = type(layer).__name__
-        attrs = [*(NOISE_ATTRS if ("Dropout" in name or "Noise" in name) else ()), *RNN_ATTRS]
-        hit = False
-        for a in attrs:
-            v = getattr(layer, a, None)
-            if isinstance(v, float | int) and not isinstance(v, bool) and v > 0:
-                try:
-                    setattr(layer, a, 0.0)
-                except AttributeError:  # RNN layers read it from their cell (a read-only property): set there
-                    continue
-                hit = True
-        if hit:
-            changed.append(layer.name)
-    return changed
 
 
 def _loss(module: Any, spec: Any) -> Any:
@@ -97,8 +76,8 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     keras, model, _ = load_keras(req)
     layers = list(model._flatten_layers(include_self=False))
-    changed = _derandomize(layers)
-    x = _model_input(_load_inputs(req["inputs"]))
+    changed = _noise_off(model)
+    x = model_input(load_inputs(req["inputs"]))
     ys = _targets(req)
     fns = [_loss(keras, s) for s in req["losses"]]
     tv = model.trainable_variables
@@ -128,11 +107,11 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
             out, _ = model.stateless_call(tvals, ntv, x, training=training)
             return _summed_loss(keras.ops, fns, ys, keras.tree.flatten(out))
 
-        # one compiled program, as for the forward pass (child._forward): eager jax compiles every primitive
+        # one compiled program, as for the forward pass (child.forward): eager jax compiles every primitive
         loss, grads = jax.jit(jax.value_and_grad(f))([v.value for v in tv])
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(keras.ops.convert_to_numpy(g))
               for v, g in zip(tv, grads)]
-    _save_arrays(req["out"], arrays, prefix="g")
+    save_arrays(req["out"], arrays, prefix="g")
     policy = getattr(getattr(model, "dtype_policy", None), "name", None)
     return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
             "none": [v.path for v, g in zip(tv, grads) if g is None],
@@ -148,10 +127,9 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
 
     tf_keras.utils.set_random_seed(SEED)
     t0 = time.perf_counter()
-    model = _golden_model(tf_keras, req)
-    layers = list(model._flatten_layers(include_self=False))
-    changed = _derandomize(layers)
-    x = _model_input(_load_inputs(req["inputs"]))
+    model = golden_model(tf_keras, req)
+    changed = _noise_off(model)
+    x = model_input(load_inputs(req["inputs"]))
     ys = [tf.constant(y) for y in _targets(req)]
     fns = [_loss(tf_keras, s) for s in req["losses"]]
     tv = model.trainable_weights
@@ -173,15 +151,9 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     t2 = time.perf_counter()
     # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
     # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
-    nudged, _ = differentiate(_model_input(nudge(_load_inputs(req["inputs"]), SENSITIVITY_EPS)))
-    _save_arrays(req["out"], arrays, prefix="g")
+    nudged, _ = differentiate(model_input(nudge(load_inputs(req["inputs"]), SENSITIVITY_EPS)))
+    save_arrays(req["out"], arrays, prefix="g")
     return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
             "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
-            "sensitivity": [_rel_l2(b, a) for a, b in zip(arrays, nudged)],
+            "sensitivity": [rel_l2(b, a) for a, b in zip(arrays, nudged)],
             "load_seconds": t1 - t0, "grad_seconds": t2 - t1}
-
-
-def _rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
-    g, r = got.astype(np.float64), ref.astype(np.float64)
-    n = float(np.linalg.norm(r))
-    return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.weights import SLICED_BYTES, Chunked, _slices
+from k2to3.workers.slices import SLICED_BYTES, Chunked, slices
 
 
 class Big:
@@ -41,7 +41,7 @@ class Big:
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def slices(self) -> Iterator[tuple[slice, np.ndarray]]:
-        starts = _slices(self.shape, self.dtype.itemsize)
+        starts = slices(self.shape, self.dtype.itemsize)
         for i in starts:
             sl = slice(i, i + starts.step)
             yield sl, self.ds[sl]
@@ -189,7 +189,7 @@ def _big_variable(keras: Any, v: Any) -> bool:
 def variable_slices(keras: Any, v: Any) -> Iterator[tuple[slice, np.ndarray]]:
     """(rows, numpy copy of those rows) of a Keras 3 variable, SLICE_BYTES at a time."""
     shape = tuple(int(d) for d in v.shape)
-    starts = _slices(shape, np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize)
+    starts = slices(shape, np.dtype(keras.backend.standardize_dtype(v.dtype)).itemsize)
     value = v.value
     for i in starts:
         yield slice(i, i + starts.step), np.asarray(keras.ops.convert_to_numpy(value[i:i + starts.step]))

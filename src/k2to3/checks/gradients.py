@@ -1,0 +1,194 @@
+"""The gradient check (`--grads`, report section `gradients`): the loss gradient w.r.t. every trainable variable on
+each backend, compared with tf_keras's on the same seeded batch. Parent side, numpy only; the differentiation runs
+in the per-backend workers (workers/grads.py). With `--fit-steps`, and a tf_keras reference that trains, the first
+training step's own gradients are compared instead (training.carries_gradients: one backward pass per backend,
+one XLA compile on jax); tf_keras's training job then also takes the input-sensitivity probe of that step, and a
+mismatch gets its figures. A side that ran no training step gets the standalone check instead."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from k2to3.checks import training
+from k2to3.checks.base import Check, Done, Jobs, Run
+from k2to3.checks.format import fmt
+from k2to3.checks.gradcompare import add_sensitivity, build_section
+from k2to3.checks.rounds import longest_first, one_round
+from k2to3.core.compare import rel_l2
+from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
+from k2to3.workers.pool import reply_or_error
+
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # defaults (docs/report.md#gradients); --grad-rtol / --grad-atol
+DEFAULT_LOSS = "mean_squared_error"
+
+
+def _clean(spec: Any) -> Any:
+    """A loss both tf_keras and Keras 3 deserialize: a name, or class_name + the config keys both share."""
+    if isinstance(spec, dict) and "class_name" in spec:
+        cfg = {k: v for k, v in (spec.get("config") or {}).items()
+               if k in ("from_logits", "label_smoothing", "axis", "delta")}
+        return {"class_name": spec["class_name"], "config": cfg}
+    return spec
+
+
+def loss_specs(training_config: dict[str, Any] | None, override: str | None,
+               n_outputs: int) -> tuple[list[Any], str]:
+    """One loss per model output, and where it came from."""
+    if override:
+        return [override] * n_outputs, "--loss"
+    loss = (training_config or {}).get("loss")
+    if isinstance(loss, str) or (isinstance(loss, dict) and "class_name" in loss):
+        return [_clean(loss)] * n_outputs, "training_config"
+    if isinstance(loss, list) and len(loss) == n_outputs and all(isinstance(x, str | dict) for x in loss):
+        return [_clean(x) for x in loss], "training_config"
+    return [DEFAULT_LOSS] * n_outputs, f"default ({DEFAULT_LOSS}: no single loss in the file's training_config)"
+
+
+def applies(run: Run) -> bool:
+    return bool(run.options.grads)
+
+
+def _tolerance(run: Run) -> dict[str, Any]:
+    o = run.options
+    return {"rt": GRAD_RTOL if o.grad_rtol is None else o.grad_rtol, "at": GRAD_ATOL if o.grad_atol is None
+            else o.grad_atol, "tol_source": "default" if o.grad_rtol is None and o.grad_atol is None else "user"}
+
+
+def standalone_jobs(run: Run) -> Jobs:
+    """The worker jobs of a standalone differentiation (tf_keras's gradients first on the tensorflow worker); what
+    collecting their replies needs goes to run.state["gradients"]."""
+    assert run.outputs is not None
+    o = run.options
+    t0 = time.perf_counter()
+    losses, source = loss_specs(run.training_config, o.loss, len(run.outputs))
+    ys = make_targets(losses, run.outputs)
+    np.savez(run.npz("grad-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
+    golden = run.tf_keras_reference
+    common = {"inputs": run.npz("inputs"), "targets": run.npz("grad-targets"), "losses": losses,
+              "training": o.grads_training}
+    run.progress("--grads: differentiating the loss on " + ", ".join(run.backends) + (" and tf_keras" if golden
+                                                                                       else ""))
+
+    def k3(b: str) -> Any:
+        return lambda w: w.call("grads", keras=str(run.keras), out=run.npz(f"grads-{b}"), modules=run.modules,
+                                **common)
+
+    def k2(w: Any) -> Any:
+        return w.call("golden_grads", h5=str(run.reference_h5), out=run.npz("grads-golden"), **common,
+                      **run.golden_args)
+
+    jobs = {"tensorflow": [*([k2] if golden else []), *([k3("tensorflow")] if "tensorflow" in run.backends else [])],
+            **{b: [k3(b)] for b in run.backends if b != "tensorflow"}}
+    run.state["gradients"] = {"t0": t0, "verify": run.backends, "golden": golden, "losses": losses,
+                              "source": source, "training": o.grads_training, **_tolerance(run)}
+    return longest_first({r: js for r, js in jobs.items() if js})
+
+
+def jobs(run: Run) -> Jobs:
+    if training.carries_gradients(run):  # the training steps save their first step's gradients
+        run.state["gradients"] = {"t0": time.perf_counter()}
+        return {}
+    return standalone_jobs(run)
+
+
+def _standalone_section(run: Run, mine: Done) -> None:
+    ctx = run.state["gradients"]
+    replies = {b: reply_or_error(mine[b][-1]) for b in ctx["verify"]}
+    build_section(run, replies, reply_or_error(mine["tensorflow"][0]) if ctx["golden"] else None, ctx)
+
+
+def _step_context(run: Run, t0: float) -> dict[str, Any]:
+    """build_section's context for the gradients a training step computed (workers/stepgrads.py): the compiled
+    loss of the fit steps on the fit steps' batch."""
+    o, losses = run.options, training.compile_losses(run)
+    return {"t0": t0, "verify": run.backends, "golden": run.tf_keras_reference,
+            "losses": [o.loss] * len(losses) if o.loss else losses,
+            "source": "--loss, as the training step minimises it" if o.loss else
+            "the training step's compiled loss (training_config; loss weights and regularisation losses included)",
+            "training": True, "targets": str(o.targets) if o.targets else "seeded", "from": "training step",
+            **_tolerance(run)}
+
+
+def collect(run: Run, done: dict[str, Done]) -> None:
+    if done.get("gradients"):
+        _standalone_section(run, done["gradients"])
+        return
+    t0, fit = run.state["gradients"]["t0"], done["training"]
+    fits = {b: reply_or_error(fit[b][-1]) for b in run.backends}
+    ref = reply_or_error(fit["tensorflow"][0])
+    if all("grads" in r for r in (ref, *fits.values())):
+        section = build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
+        if section["verdict"] == "mismatch":
+            _probe(run, ref, t0)
+            training.explain(run.report)
+        return
+    # a side ran no training step: the standalone check now
+    _standalone_section(run, one_round(run, [(CHECK, standalone_jobs(run))])["gradients"])
+    run.report["gradients"]["from"] = "standalone differentiation (a side ran no training step)"
+
+
+def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
+    """A mismatch of the step's gradients: is it the model's own conditioning? tf_keras takes the same step on
+    inputs changed by SENSITIVITY_EPS (relative); how far its gradients move is the reference sensitivity, and the
+    section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the ill-conditioned note)."""
+    o = run.options
+
+    def nudged(w: Any) -> Any:
+        return w.call("fit_golden", h5=str(run.reference_h5), inputs=run.npz("inputs"),
+                      targets=run.npz("fit-targets"), steps=1, loss=o.loss, nudge=SENSITIVITY_EPS,
+                      weights_out=run.npz("fit-ref-nudged"), grads_out=run.npz("grads-golden-nudged"),
+                      **run.golden_args)
+
+    if "nudged_grads" not in ref:  # not taken with the steps (a large non-trainable state): its own job now
+        run.progress("--grads: the gradients differ; probing tf_keras's own sensitivity to a 1e-6 input change")
+        got = reply_or_error(run.pool.run({"tensorflow": [nudged]}, run.weight_bytes)["tensorflow"][0])
+        if "grads" not in got:
+            return
+    n = len(ref["grads"]["names"])
+    with np.load(run.npz("grads-golden")) as a, np.load(run.npz("grads-golden-nudged")) as b:
+        sens = [rel_l2(b[f"g{i}"], a[f"g{i}"]) for i in range(n)]
+    add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
+    run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def outcome(report: dict[str, Any]) -> str | None:
+    """With everything else at parity, a gradient mismatch fails the run like an output mismatch (exit code 1), a
+    backend that could not differentiate the model like a backend that could not load it (4)."""
+    verdict = (report.get("gradients") or {}).get("verdict")
+    return "mismatch" if verdict == "mismatch" else "error" if verdict in ("error", "unavailable") else None
+
+
+def markdown(report: dict[str, Any]) -> list[str]:
+    """report.md's Gradients section: a row per backend, then its most divergent variables."""
+    g, f = report.get("gradients"), fmt
+    if not g:
+        return []
+    ref = g.get("reference", {})
+    lines = [f"Loss {', '.join(map(str, g['loss']))} ({g['loss_source']}) on {g.get('targets', 'seeded')} targets, "
+             f"training={g['training']}, from the {g.get('from', 'standalone differentiation')}"
+             + (f", dropout/noise off in {', '.join(g['derandomized'])}" if g.get("derandomized") else "")
+             + f"; reference {ref.get('kind')} (loss {f(ref.get('loss'))}); rtol={g['tolerance']['rtol']:g}, "
+             f"atol={g['tolerance']['atol']:g}. Verdict: **{g['verdict']}**"
+             + (f" (numerically: {g['numeric_verdict']})" if g.get("numeric_verdict") not in (None, "parity") else "")
+             + ".", "",
+             "| backend | status | loss | max abs | max rel | max rel L2 | min cosine | first divergent variable |",
+             "|---|---|---|---|---|---|---|---|"]
+    for b, v in g.get("backends", {}).items():
+        if v["status"] == "error":
+            lines.append(f"| {b} | error: {v.get('error')} | | | | | | |")
+            continue
+        lines.append(f"| {b} | {v['status']} | {f(v['loss'])} | {f(v['max_abs'])} | {f(v['max_rel'])} | "
+                     f"{f(v['max_rel_l2'])} | {f(v['min_cosine'])} | {v['first_divergent_variable'] or ''} |")
+    for b, v in g.get("backends", {}).items():
+        if v.get("top_divergent"):
+            lines.append(f"\nMost divergent on {b}: " + ", ".join(
+                f"`{t['variable']}` (rel L2 {f(t['rel_l2'])}, cosine {f(t['cosine'])})" for t in v["top_divergent"]))
+    lines += [f"\nNote: {n}" for n in g.get("notes", [])]
+    return lines
+
+
+CHECK = Check(key="gradients", title="Gradients", stage=3, applies=applies, jobs=jobs, collect=collect,
+              markdown=markdown, outcome=outcome, after_parity=True, retry_without_onednn=True)

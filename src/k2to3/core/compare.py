@@ -1,0 +1,193 @@
+"""Numerical comparison against the reference (numpy only)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+# Elements whose reference magnitude is below this are left out of the relative error.
+REL_FLOOR = 1e-6
+
+
+@dataclass
+class OutputStats:
+    index: int
+    shape: list[int]
+    atol_effective: float  # atol floored at rtol x the output's peak magnitude (see docs/report.md)
+    max_abs: float
+    max_rel: float
+    allclose: bool
+    min_rtol: float  # smallest rtol that passes at the requested atol
+    min_atol: float  # smallest atol that passes at the requested rtol
+    argmax_agreement: float | None  # percent, for class-like outputs
+    note: str | None = None
+    ref_batch_spread: float | None = None  # max over elements of the reference's range across the batch
+
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _f(x: float) -> float:
+    return float(x) if np.isfinite(x) else float("inf")
+
+
+def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, index: int = 0,
+                   output: bool = True) -> OutputStats:
+    """Error figures of `got` against `ref`. `output=False` (weights, gradients) skips what only means something
+    for a model output: the argmax agreement and the spread of the reference across the batch."""
+    if got.shape != ref.shape:
+        return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
+                           float("inf"), None, f"shape {list(got.shape)} != reference {list(ref.shape)}")
+    g = got.astype(np.float64)
+    r = ref.astype(np.float64)
+    nan_g, nan_r = np.isnan(g), np.isnan(r)
+    if (nan_g != nan_r).any():
+        return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
+                           float("inf"), None, "NaN pattern differs")
+    diff = np.subtract(g, r, out=g)  # in place: weights and gradients of 25M elements are compared too
+    np.abs(diff, out=diff)
+    mag = np.abs(r)
+    if nan_r.any():
+        diff, mag = diff[~nan_r], mag[~nan_r]
+    diff, mag = diff.ravel(), mag.ravel()
+    max_abs = float(diff.max()) if diff.size else 0.0
+    sel = mag > REL_FLOOR
+    max_rel = float((diff[sel] / mag[sel]).max()) if sel.any() else 0.0
+    # float32 rounding noise grows with the magnitudes a layer accumulates, not with each element:
+    # an element near zero in an output that peaks at 10 carries noise of order eps * 10.
+    atol = max(atol, rtol * float(mag.max())) if mag.size else atol
+    allclose = bool(np.all(diff <= atol + rtol * mag))
+    # min rtol at this atol: max((d - atol) / |r|); elements with d <= atol need none.
+    need = diff > atol
+    if need.any():
+        with np.errstate(divide="ignore"):
+            min_rtol = float(np.max(np.where(mag[need] > 0, (diff[need] - atol) / mag[need], np.inf)))
+    else:
+        min_rtol = 0.0
+    min_atol = float(max(0.0, (diff - rtol * mag).max())) if diff.size else 0.0
+    agree = spread = None
+    if output:
+        g = got.astype(np.float64)
+    if output and r.ndim >= 2 and r.shape[-1] > 1 and np.issubdtype(ref.dtype, np.floating):
+        agree = float(np.mean(np.argmax(g, -1) == np.argmax(r, -1)) * 100.0)
+    if output and r.ndim >= 1 and r.shape[0] > 1 and r.size:
+        spread = float(np.nanmax(np.ptp(r, axis=0)))
+    note = None
+    if spread == 0.0:
+        # e.g. a quantized model fed N(0, 1) noise far below its input scale: every row gives the same output
+        note = "the reference output is identical for every input row: parity says little; pass --input with data"
+    return OutputStats(index, list(ref.shape), atol, _f(max_abs), _f(max_rel), allclose, _f(min_rtol),
+                       _f(min_atol), agree, note, spread)
+
+
+def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float) -> list[OutputStats]:
+    if len(got) != len(ref):
+        return [OutputStats(0, [], atol, float("inf"), float("inf"), False, float("inf"), float("inf"), None,
+                            f"{len(got)} outputs != reference {len(ref)}")]
+    return [compare_arrays(g, r, rtol, atol, i) for i, (g, r) in enumerate(zip(got, ref))]
+
+
+def first_divergent_layer(
+    order: list[str],
+    got: dict[str, np.ndarray],
+    ref: dict[str, np.ndarray],
+    to_ref_name: dict[str, str],
+    rtol: float,
+    atol: float,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """Walk layers in topological order; the first whose output differs beyond tolerance is named."""
+    rows: list[dict[str, Any]] = []
+    first = None
+    for name in order:
+        ref_name = to_ref_name.get(name.split("#")[0], name.split("#")[0]) + (
+            "#" + name.split("#")[1] if "#" in name else "")
+        if name not in got or ref_name not in ref:
+            continue
+        s = compare_arrays(got[name], ref[ref_name], rtol, atol)
+        row = {"layer": name, "reference_layer": ref_name, "max_abs": s.max_abs, "max_rel": s.max_rel,
+               "allclose": s.allclose}
+        rows.append(row)
+        if first is None and not s.allclose:
+            first = row
+    return first, rows
+
+
+# -- float32 noise floor ------------------------------------------------------------------------------
+# A backend's float32 output and the reference's each land some rounding error away from the exact result
+# of the same weights and inputs; a float64 rerun on each side measures that error (the floor). With the
+# float64 results in agreement, the float32 discrepancy is bounded by the two floors (triangle inequality),
+# so an honest conversion has k = error / floor <= 1 + (float64 disagreement / floor).
+NOISE_K = 2.0  # the largest error, in floors, still called float32 noise
+FLOAT64_SHARE = 0.1  # the float64 results may differ by at most this share of the float32 floor (see docs)
+
+
+@dataclass
+class NoiseStats:
+    index: int
+    floor_abs: float  # max |got32 - got64|: this backend's own float32 rounding
+    reference_floor_abs: float  # max |ref32 - ref64|: the reference's own float32 rounding
+    float64_max_abs: float  # max |got64 - ref64|: the conversion's difference with rounding taken out
+    max_abs: float  # max |got32 - ref32| (as in outputs[])
+    k: float  # max_abs / (floor_abs + reference_floor_abs)
+    within: bool
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _max_abs(a: np.ndarray, b: np.ndarray, ok: np.ndarray) -> float:
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))[ok]
+    return float(d.max()) if d.size else 0.0
+
+
+def noise_stats(got32: np.ndarray, got64: np.ndarray, ref32: np.ndarray, ref64: np.ndarray,
+                index: int = 0) -> NoiseStats:
+    """How many float32 noise floors the error of one output is, and whether float64 removes it."""
+    inf = float("inf")
+    if not (got32.shape == got64.shape == ref32.shape == ref64.shape):
+        return NoiseStats(index, inf, inf, inf, inf, inf, False, "output shapes differ")
+    nans = [np.isnan(a.astype(np.float64)) for a in (got32, got64, ref32, ref64)]
+    if any((n != nans[0]).any() for n in nans[1:]):
+        return NoiseStats(index, inf, inf, inf, inf, inf, False, "NaN pattern differs between the runs")
+    ok = ~nans[0]
+    floor_b, floor_r = _max_abs(got32, got64, ok), _max_abs(ref32, ref64, ok)
+    f64, err = _max_abs(got64, ref64, ok), _max_abs(got32, ref32, ok)
+    floor = floor_b + floor_r
+    k = err / floor if floor > 0 else (0.0 if err == 0 else inf)
+    within = bool(k <= NOISE_K and f64 <= FLOAT64_SHARE * floor)
+    return NoiseStats(index, _f(floor_b), _f(floor_r), _f(f64), _f(err), _f(k), within)
+
+
+def noise_verdict(stats: list[NoiseStats]) -> tuple[str, float]:
+    """(`within_float32_noise` or `beyond_float32_noise`, the largest k over the outputs)."""
+    k = max((s.k for s in stats), default=0.0)
+    return ("within_float32_noise" if stats and all(s.within for s in stats) else "beyond_float32_noise"), k
+
+
+def per_backend(fn: Any, backends: Any, arrays: Any = ()) -> list[Any]:
+    """fn(b) for each backend, in order; in threads (numpy's array arithmetic runs outside the GIL: the
+    comparisons of the backends' weights and gradients share the cores the workers just left) unless one of
+    `arrays` is large: each thread holds float64 copies of the arrays it compares (several times their size)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    backends = list(backends)
+    if any(a.nbytes >= PARALLEL_MAX_BYTES for a in arrays) or len(backends) < 2:
+        return [fn(b) for b in backends]
+    with ThreadPoolExecutor(max_workers=max(1, min(len(backends), os.cpu_count() or 1))) as ex:
+        return list(ex.map(fn, backends))
+
+
+# The size from which a tensor moves by slices in the workers (workers/lean.py): its comparisons run one at a time.
+PARALLEL_MAX_BYTES = 64 << 20
+
+
+def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    """||got - ref|| / ||ref|| in float64 (0 when both are zero, inf when only ref is)."""
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    n = float(np.linalg.norm(r))
+    return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))

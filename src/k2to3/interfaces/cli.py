@@ -1,0 +1,337 @@
+"""The k2to3 command line. Exit codes: docs/exit-codes.md."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from k2to3 import __version__
+from k2to3.core.options import MAX_MEMORY_HELP
+from k2to3.errors import K2to3Error
+from k2to3.interfaces import cli_options
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    help="Move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing.",
+)
+err = Console(stderr=True, log_path=False)
+# Rich falls back to 80 columns when not on a terminal; the summary table needs more.
+out = Console(width=None if Console().is_terminal else 140)
+
+
+def _fail(exc: K2to3Error) -> None:
+    err.print(f"[bold red]error:[/] {exc.line()}", highlight=False, soft_wrap=True)
+    raise typer.Exit(int(exc.code))
+
+
+CONVERT_EPILOG = (
+    "Examples:\n\n"
+    "  k2to3 convert legacy.h5 -o model.keras\n\n"
+    "  k2to3 convert legacy.h5 -o model.keras --backends tensorflow,jax --report-dir reports/\n\n"
+    "  k2to3 convert legacy.h5 -o model.keras --input batch.npz --rtol 1e-4 --atol 1e-5 --json\n\n"
+    "  k2to3 convert lambdas.h5 --src train.py -o model.keras   (Lambda / custom code from the source; "
+    "writes model_k3.py beside model.keras)\n\n"
+    "  k2to3 convert weights.h5 --src model.py:build_model -o model.keras   (a save_weights file)\n\n"
+    "Exit codes: 0 parity on every backend, 1 mismatch, 2 usage or input error, 3 not portable (or "
+    "TensorFlow-only: written, verified on tensorflow only), 4 internal error."
+)
+VERIFY_EPILOG = (
+    "Examples:\n\n"
+    "  k2to3 verify model.keras --reference legacy.h5\n\n"
+    "  k2to3 verify model.keras --golden model.golden.npz   (after upgrading keras, torch or jax)\n\n"
+    "Exit codes: as convert: 0 parity, 1 mismatch (or drift from the golden file), 2 usage or input error, "
+    "3 not portable, 4 internal error."
+)
+KW = inspect.Parameter.KEYWORD_ONLY
+JSON = inspect.Parameter("as_json", KW, default=False,
+                         annotation=Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")])
+CONVERT_HEAD = [
+    inspect.Parameter("src", KW, annotation=Annotated[list[str], typer.Argument(
+        help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a tf.keras .keras archive or a "
+        "SavedModel directory; or a model store: directories, several paths or fsspec URLs (s3://...), converted "
+        "to a mirrored tree under OUTPUT (docs/convert.md#stores).")]),
+    inspect.Parameter("output", KW, annotation=Annotated[str, typer.Option(
+        "-o", "--output", help="The Keras 3 .keras file to write (a directory or URL for a store).")]),
+    JSON,
+    inspect.Parameter("src_root", KW, default=None, annotation=Annotated[Path | None, typer.Option(
+        "--src-root", help="Store: also look for each artifact's Lambda/custom code in the .py files under this "
+        "tree.")]),
+    inspect.Parameter("jobs", KW, default=1, annotation=Annotated[int, typer.Option(
+        "--jobs", min=1, help="Store: artifacts converted at a time (local).")]),
+    inspect.Parameter("executor", KW, default="local", annotation=Annotated[str, typer.Option(
+        "--executor", help="Store: local or ray.")]),
+    inspect.Parameter("ray_address", KW, default=None, annotation=Annotated[str | None, typer.Option(
+        "--ray-address", help="Store with --executor ray: auto or ray://host:10001 [default: a local Ray]")]),
+]
+VERIFY_HEAD = [
+    inspect.Parameter("model", KW, annotation=Annotated[Path, typer.Argument(
+        help="The Keras 3 .keras file to verify (loaded with safe_mode=True, never written).")]),
+    JSON,
+]
+
+
+def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, jobs: int, executor: str,
+            ray_address: str | None, **options: Any) -> None:
+    """Convert a legacy Keras 2 model to Keras 3 [bold].keras[/] and verify it on every backend."""
+    from k2to3.core.options import ConvertOptions
+    from k2to3.stores.locations import is_url
+
+    if len(src) > 1 or is_url(src[0]) or Path(src[0]).is_dir() or is_url(output):
+        from k2to3.interfaces.cli_store import convert_store
+
+        single = cli_options.single_model_flags(ConvertOptions, "convert", options) + (["--json"] if as_json else [])
+        try:
+            settings = cli_options.values(ConvertOptions, "convert", options)
+        except K2to3Error as exc:
+            _fail(exc)
+        convert_store(src, output, settings=settings, src_root=src_root, jobs=jobs, executor=executor,
+                      ray_address=ray_address, single_only=single)
+    from k2to3.interfaces.report import write
+    from k2to3.pipeline.convert import convert as run
+    from k2to3.pipeline.report import NotPortableReport
+
+    try:
+        opts = ConvertOptions(src=Path(src[0]), output=Path(output),
+                              **cli_options.values(ConvertOptions, "convert", options))
+    except K2to3Error as exc:
+        _fail(exc)
+    rdir = opts.report_dir or opts.output.with_name(opts.output.name + ".report")
+    try:
+        with err.status("converting…", spinner="dots") as status:
+            report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
+    except NotPortableReport as exc:
+        write(exc.report, rdir)
+        for f in exc.report["findings"]:
+            if f["severity"] == "error":
+                where = f"layer '{f['layer']}': " if f["layer"] else ""
+                err.print(f"  {f['code']} {where}{f['message']}", highlight=False)
+        _fail(exc)
+    except K2to3Error as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]; nothing written")
+        raise typer.Exit(130) from None
+    _emit(report, rdir, as_json)
+
+
+def verify(model: Path, as_json: bool, **options: Any) -> None:
+    """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
+    from k2to3.core.options import VerifyOptions
+    from k2to3.pipeline.verify import verify as run
+
+    try:
+        opts = VerifyOptions(model=model, **cli_options.values(VerifyOptions, "verify", options))
+    except K2to3Error as exc:
+        _fail(exc)
+    rdir = opts.report_dir or model.with_name(model.name + ".verify")
+    try:
+        with err.status("verifying…", spinner="dots") as status:
+            report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
+    except K2to3Error as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]")
+        raise typer.Exit(130) from None
+    _emit(report, rdir, as_json)
+
+
+def _register() -> None:
+    from k2to3.core.options import ConvertOptions, VerifyOptions
+
+    cli_options.command(app, "convert", CONVERT_HEAD, ConvertOptions, convert, epilog=CONVERT_EPILOG)
+    cli_options.command(app, "verify", VERIFY_HEAD, VerifyOptions, verify, epilog=VERIFY_EPILOG)
+
+
+_register()
+
+
+def _emit(report: dict, rdir: Path, as_json: bool) -> None:
+    """Write report.json/report.md, print the JSON or the summary, exit with the report's code."""
+    from k2to3.interfaces.report import write
+    from k2to3.interfaces.summary import print_summary
+
+    paths = write(report, rdir)
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+    else:
+        print_summary(out, report)
+        out.print(f"report: {paths[0]}  {paths[1]}", highlight=False)
+    raise typer.Exit(report["exit_code"])
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 lint src/\n\n"
+        "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
+        "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
+        "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with [tool.k2to3] "
+        "select/ignore/exclude in pyproject.toml. Exit codes: 0 clean, 1 findings, 2 error."
+    )
+)
+def lint(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
+    fmt: Annotated[str, typer.Option("--format", help="text, json, sarif or github.")] = "text",
+    select: Annotated[str | None, typer.Option(help="Only these codes or prefixes (comma-separated).")] = None,
+    ignore: Annotated[str | None, typer.Option(help="Skip these codes or prefixes (comma-separated).")] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
+) -> None:
+    """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
+    from k2to3.source.files import Cache, load_config
+    from k2to3.source.formats import FORMATS
+    from k2to3.source.run import lint_paths
+
+    if fmt not in FORMATS:
+        _fail(K2to3Error(f"unknown format '{fmt}'", hint=f"choose from {', '.join(FORMATS)}"))
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    cfg = load_config(paths[0])
+    if select:
+        cfg.select = [c.strip().upper() for c in select.split(",") if c.strip()]
+    if ignore:
+        cfg.ignore = [c.strip().upper() for c in ignore.split(",") if c.strip()]
+    res = lint_paths(paths, cfg, None if no_cache else Cache())
+    sys.stdout.write(FORMATS[fmt](res))
+    raise typer.Exit(1 if res.findings else 0)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 fix model.py            # dry run: says what would change\n\n"
+        "  k2to3 fix src/ --diff         # print a unified diff\n\n"
+        "  k2to3 fix src/ --write        # rewrite the files\n\n"
+        "Exit codes: 0 nothing to change (or written), 1 changes pending (dry run), 2 error."
+    )
+)
+def fix(
+    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the files in place.")] = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff of the changes.")] = False,
+) -> None:
+    """Rewrite tf.* / K.* calls to keras.ops, K config to keras.config and tf.keras to keras (dry run by default)."""
+    from k2to3.source.files import load_config
+    from k2to3.source.run import fix_paths, unified_diff
+
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    res = fix_paths(paths, load_config(paths[0]))
+    for path, (old, new) in res.changed.items():
+        if diff:
+            sys.stdout.write(unified_diff(path, old, new))
+        if write:
+            tmp = Path(path + ".k2to3-tmp")
+            tmp.write_text(new)
+            tmp.replace(path)
+    for e in res.errors + res.kept:
+        err.print(e, highlight=False, soft_wrap=True)
+    verb = "rewrote" if write else "would rewrite"
+    err.print(f"{verb} {res.rewrites} calls/imports in {len(res.changed)} files", highlight=False)
+    raise typer.Exit(0 if write or not res.changed else 1)
+
+
+@app.command(
+    epilog=(
+        "Examples:\n\n"
+        "  k2to3 audit models/ src/ -o audit/\n\n"
+        "  k2to3 audit models/ --verify -o audit/    # convert + verify each artifact; resumable\n\n"
+        "Exit codes: 0 every artifact portable (and at parity with --verify), 1 a verified mismatch, "
+        "2 usage error, 3 an artifact that needs source, is TF-only or blocked."
+    )
+)
+def audit(
+    paths: Annotated[list[str], typer.Argument(help="Directories or files: model stores, repositories; or fsspec "
+                                               "URLs (s3://bucket/models/, gs://..., file://...).")],
+    out_dir: Annotated[Path, typer.Option("-o", "--output", help="Where the reports go.")] = Path("k2to3-audit"),
+    fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
+    verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
+                                                          "results cached by content hash: resumable).")] = False,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP + " With --verify.")] = None,
+    executor: Annotated[str, typer.Option("--executor", help="With --verify: local (warm workers on this machine) "
+                                          "or ray (docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: auto or "
+                                                    "ray://host:10001 [default: a local Ray]")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="With --verify --executor local: artifacts at a "
+                                      "time.")] = 1,
+) -> None:
+    """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
+    from rich.progress import Progress
+
+    from k2to3.stores.audit import audit_urls, run_audit
+    from k2to3.stores.auditreport import write
+    from k2to3.stores.locations import is_url
+    from k2to3.stores.static import VERDICTS
+
+    urls = [p for p in paths if is_url(p)]
+    paths = [Path(p) for p in paths if not is_url(p)]  # type: ignore[misc]
+
+    formats = [f.strip() for f in fmt.split(",") if f.strip()]
+    bad = [f for f in formats if f not in ("md", "html", "json")]
+    if bad:
+        _fail(K2to3Error(f"unknown report format '{bad[0]}'", hint="choose from md, html, json"))
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
+    ex = None
+    try:
+        budget = cli_options.parse_size("--max-memory", max_memory)
+        if verify and (executor != "local" or jobs > 1 or urls):
+            from k2to3.stores import executors
+
+            ex = executors.make(executor, jobs=jobs, max_memory=budget, ray_address=ray_address)
+    except K2to3Error as exc:
+        _fail(exc)
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("auditing", total=None)
+
+        def progress(i: int, n: int, path: str) -> None:
+            bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
+
+        try:
+            if urls:
+                if paths:
+                    _fail(K2to3Error("audit takes either local paths or URLs, not both",
+                                     hint="audit them in two runs"))
+                rep = audit_urls(urls, out_dir, verify=verify, executor=ex, progress=progress)
+            else:
+                rep = run_audit(paths, out_dir, verify=verify, progress=progress, max_memory=budget, executor=ex)
+        except K2to3Error as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
+            raise typer.Exit(130) from None
+    written = write(rep, out_dir, formats)
+    for verdict in VERDICTS:
+        n = rep["totals"].get(verdict, 0)
+        if n:
+            out.print(f"{n:4d} {verdict}", highlight=False)
+    out.print(f"reports: {'  '.join(str(p) for p in written)}", highlight=False)
+    verified = [a["verify"]["verdict"] for a in rep["artifacts"] if "verify" in a]
+    if rep["worst_verdict"] not in (None, "portable"):
+        raise typer.Exit(3)
+    raise typer.Exit(1 if "mismatch" in verified else 0)
+
+
+@app.command()
+def version() -> None:
+    """Print the k2to3 version."""
+    out.print(__version__)
+
+
+def main() -> None:
+    try:
+        app()
+    except K2to3Error as exc:  # pragma: no cover - commands handle their own errors
+        err.print(f"error: {exc.line()}")
+        sys.exit(int(exc.code))
+

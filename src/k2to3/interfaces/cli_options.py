@@ -1,0 +1,104 @@
+"""The command line's options, derived from the options model (core/options.py): a typer parameter per field a
+command takes (its flag, help and panel from the field's metadata), and back from the parsed values to the model's
+types (comma lists, sizes, choices)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from k2to3.core.options import fields_of
+from k2to3.errors import InputError
+
+
+def flags(f: dataclasses.Field) -> tuple[str, ...]:
+    return f.metadata["flags"] or ("--" + f.name.replace("_", "-"),)
+
+
+def _help(f: dataclasses.Field, command: str) -> str:
+    h = f.metadata["help"]
+    return h[command] if isinstance(h, dict) else h
+
+
+def _cli_type(f: dataclasses.Field) -> tuple[Any, Any]:
+    """(annotation, default) of the field on the command line."""
+    cli, kind = f.metadata["cli"], str(f.type)
+    if cli == "csv":
+        return str, ",".join(f.default)
+    if cli == "size":
+        return str | None, None
+    if cli == "list":
+        return list[str] | None, None
+    if cli == "choice":
+        return str, f.default
+    types = {"Path | None": Path | None, "float | None": float | None, "int | None": int | None, "bool": bool,
+             "str | None": str | None, "str": str}
+    return types[kind], f.default
+
+
+def parameters(cls: type, command: str) -> list[inspect.Parameter]:
+    """A typer parameter for every option of `command`."""
+    out = []
+    for f in fields_of(cls, command):
+        annotation, default = _cli_type(f)
+        extra = {"min": 0} if f.name == "fit_steps" else {}
+        opt = typer.Option(*flags(f), help=_help(f, command), **extra)
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                     annotation=Annotated[annotation, opt]))
+    return out
+
+
+def values(cls: type, command: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The parsed command line as the options model's keyword arguments (unknown keys: left out)."""
+    kw: dict[str, Any] = {}
+    for f in fields_of(cls, command):
+        if f.name not in given:
+            continue
+        v, cli = given[f.name], f.metadata["cli"]
+        if cli == "csv":
+            v = tuple(b.strip() for b in v.split(",") if b.strip())
+        elif cli == "size":
+            v = parse_size(flags(f)[0], v)
+        elif cli == "list":
+            v = tuple(v or ())
+        elif cli == "choice" and v not in f.metadata["choices"]:
+            raise InputError(f"{flags(f)[0]} {v}: unknown mode", hint=f"choose {' or '.join(f.metadata['choices'])}")
+        kw[f.name] = v
+    return kw
+
+
+def single_model_flags(cls: type, command: str, parsed: dict[str, Any]) -> list[str]:
+    """The flags the user set (to something other than their default) that apply to one model only: `convert
+    STORE/` passes on the `store` options alone (core/options.py)."""
+    return [flags(f)[0] for f in fields_of(cls, command) if not f.metadata.get("store") and f.name in parsed
+            and parsed[f.name] not in (None, False, (), [], _cli_type(f)[1])]
+
+
+def parse_size(flag: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    from k2to3.workers.memory import parse_size as parse
+
+    try:
+        return parse(text)
+    except (ValueError, OverflowError, IndexError):
+        raise InputError(f"{flag} {text}: not a size", hint="give bytes or a number with K, M, G or T, "
+                         "e.g. --max-memory 4G") from None
+
+
+def command(app: typer.Typer, name: str, head: list[inspect.Parameter], cls: type, body: Any, **kw: Any) -> None:
+    """Register `body(**values)` as the command `name`, with `head` (its arguments) and the options of `cls`."""
+    params = [*head, *parameters(cls, name)]
+
+    def run(**values: Any) -> None:
+        body(**values)
+
+    run.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    run.__name__ = name
+    run.__doc__ = body.__doc__
+    app.command(name=name, **kw)(run)

@@ -1,0 +1,97 @@
+"""`k2to3 convert STORE/ -o OUT/` on the command line: plan, one progress bar, summary table, store report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from k2to3.errors import InputError, K2to3Error
+
+REPORT_FORMATS = ("md", "html", "json")
+
+
+class RateColumn(ProgressColumn):
+    """Artifacts per second over the whole batch so far (cached ones count: they are finished work)."""
+
+    def render(self, task: Any) -> Text:
+        rate = task.completed / task.elapsed if task.elapsed else 0.0
+        return Text(f"{rate:.2f} artifacts/s")
+
+
+def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
+    """The audit report's three forms (auditreport renders them) as OUT/store-report.{md,html,json}."""
+    import json
+
+    from k2to3.stores import locations as store
+    from k2to3.stores.auditreport import build, to_html, to_markdown
+
+    model = build(rep)  # the audit's report model (schema k2to3.audit/2) plus the convert totals
+    render = {"json": lambda: json.dumps(model, indent=2, default=str) + "\n", "md": lambda: to_markdown(model),
+              "html": lambda: to_html(model)}
+    written = []
+    for fmt in REPORT_FORMATS:
+        loc = store.join(out_root, f"store-report.{fmt}")
+        store.write_text(loc, render[fmt]())
+        written.append(loc)
+    return written
+
+
+def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any], src_root: Path | None, jobs: int,
+                  executor: str, ray_address: str | None, single_only: list[str]) -> None:
+    """`settings`: the options given, as the options model's values; only its store options reach the artifacts."""
+    from k2to3.core.options import CheckOptions, store_settings
+    from k2to3.interfaces.cli import _fail, err, out
+    from k2to3.stores import batch, executors
+
+    try:
+        if single_only:
+            raise InputError(f"{single_only[0]} applies to one model, not to a store",
+                             hint="convert that model on its own, or use --src-root for a store's sources")
+        if executor not in executors.NAMES:
+            raise InputError(f"--executor {executor}: unknown executor", hint="choose local or ray")
+        opts = CheckOptions(**{k: v for k, v in settings.items() if k in store_settings(CheckOptions())})
+        opts.checked()
+        per_artifact = store_settings(opts)
+        with err.status("finding artifacts…"):
+            items = batch.plan(inputs, out_root, per_artifact, src_root)
+        ex = executors.make(executor, jobs=jobs, backends=opts.backends, max_memory=opts.max_memory,
+                            ray_address=ray_address)
+    except K2to3Error as exc:
+        _fail(exc)
+    counts: Counter = Counter()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), RateColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("converting", total=len(items))
+
+        def on_result(item: dict[str, Any], result: dict[str, Any]) -> None:
+            counts[result["verdict"]] += 1
+            bar.update(task, advance=1, description=" ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+        try:
+            rep = batch.run_batch(inputs, items, out_root, ex, on_result)
+        except KeyboardInterrupt:
+            err.print("[red]interrupted[/]; finished artifacts are cached: run the same command to resume")
+            raise typer.Exit(130) from None
+        except K2to3Error as exc:
+            _fail(exc)
+    table = Table(title=f"{len(items)} artifacts → {out_root} ({rep['cached']} already done)")
+    for col in ("artifact", "predicted", "result", "max abs", "attempts", "output / reason"):
+        table.add_column(col)
+    for a in rep["artifacts"]:
+        v = a["verify"]
+        color = {"parity": "green", "tf_only": "yellow", "not_portable": "yellow"}.get(v["verdict"], "red")
+        mabs = v.get("max_abs")
+        table.add_row(a["rel"], a["verdict"], f"[{color}]{v['verdict']}[/]" + (" (cached)" if v.get("cached") else ""),
+                      "" if mabs is None else f"{mabs:.3g}", str(v.get("attempts", "")),
+                      v.get("reason") or v.get("output") or "")
+    out.print(table)
+    written = write_store_report(rep, out_root)
+    out.print(f"reports: {'  '.join(written)}", highlight=False)
+    raise typer.Exit(rep["exit_code"])

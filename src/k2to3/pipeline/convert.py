@@ -1,0 +1,224 @@
+"""`k2to3 convert LEGACY -o MODEL.keras`: read (formats) -> upgrade (rules) -> rebuild and restore in the tensorflow
+worker -> checks on every backend in its own process -> save atomically -> verdict. No backend import here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from k2to3.checks.base import Progress, Run
+from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
+from k2to3.checks.runner import run_checks, set_verdict
+from k2to3.core.options import ConvertOptions
+from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
+from k2to3.errors import Exit, InputError, K2to3Error
+from k2to3.formats import open_input
+from k2to3.formats.artifact import file_sha256
+from k2to3.pipeline import reference
+from k2to3.pipeline import report as report_mod
+from k2to3.pipeline import sources as sources_mod
+from k2to3.pipeline.bridge import bridge
+from k2to3.pipeline.prepare import model_of_inputs, prepare, write_inputs
+from k2to3.upgrade.plan import Plan
+from k2to3.workers.pool import Pool, WorkerError
+
+
+def check_paths(opts: ConvertOptions) -> None:
+    """Every problem with the paths and options, before any work."""
+    src, out = opts.src, opts.output
+    if not src.exists():
+        raise InputError(f"{src}: no such file", hint="check the path")
+    if out.suffix != ".keras":
+        raise InputError(f"{out}: the output must end in .keras", hint="e.g. -o model.keras")
+    if out.exists() and out.resolve() == src.resolve():
+        raise InputError(f"{out}: output would overwrite the input", hint="choose another -o path")
+    if out.exists() and not opts.force:
+        raise InputError(f"{out}: output exists", hint="pass --force to replace it")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{parent}: output directory does not exist", hint="create it first")
+    try:  # a real write probe: os.access says yes to root even on read-only places
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".k2to3-probe-"):
+            pass
+    except OSError:
+        raise InputError(f"{parent}: output directory is not writable", hint="choose a writable -o path") from None
+    if opts.sources:
+        module = sources_mod.module_path(out)
+        if module.exists() and not opts.force:
+            raise InputError(f"{module}: the generated module exists", hint="pass --force to replace it")
+        if any(sources_mod.spec_path(spec).resolve() == module.resolve() for spec in opts.sources):
+            raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
+    if opts.save_golden and not opts.force:
+        from k2to3.checks.golden import golden_path
+
+        if golden_path(out).exists():
+            raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
+    check_training_options(opts)
+    opts.checked()
+
+
+def check_training_options(opts: Any) -> None:
+    if opts.targets is not None and not opts.targets.is_file():
+        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
+    if opts.targets is not None and not opts.fit_steps:
+        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
+    if opts.loss and not (opts.fit_steps or opts.grads):
+        raise InputError("--loss applies to --fit-steps and --grads only", hint="add --fit-steps N or --grads")
+
+
+def tolerances(opts: Any, plan: Plan) -> tuple[float, float, str]:
+    """The forward tolerance: the default, loosened to a reduced-precision policy's, or the user's."""
+    rtol, atol, source = DEFAULT_RTOL, DEFAULT_ATOL, "default"
+    for policy in sorted(plan.dtype_policies):
+        if policy in POLICY_TOLERANCE:
+            pr, pa = POLICY_TOLERANCE[policy]
+            if pr > rtol:
+                rtol, atol, source = pr, pa, f"dtype policy {policy}"
+    if opts.rtol is not None:
+        rtol, source = opts.rtol, "user"
+    if opts.atol is not None:
+        atol, source = opts.atol, "user"
+    return rtol, atol, source
+
+
+@contextmanager
+def workers(opts: Any, pool: Pool | None, golden: bool = True) -> Iterator[Any]:
+    """A function returning the worker pool: the caller's warm one, or one started on first use and closed after."""
+    made: list[Pool] = []
+
+    def get() -> Pool:
+        if pool is not None:
+            if set(opts.backends) - set(pool.backends):
+                raise InputError(f"the worker pool serves {pool.backends}, not {opts.backends}")
+            return pool
+        if not made:
+            made.append(Pool(opts.backends, golden=golden, max_memory=opts.max_memory, one_shot=True))
+        return made[0]
+
+    try:
+        yield get
+    finally:
+        for p in made:
+            p.close()
+
+
+def partial_path(out: Path) -> Path:
+    """Where the .keras is written until it has passed the checks (then renamed into place, atomically)."""
+    return out.parent / f".{out.name}.k2to3-partial-{os.getpid()}-{id(out):x}.keras"
+
+
+def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
+    """Run the whole job; returns the report dict (report["exit_code"] is the CLI's exit code). Pass a warm `pool`
+    to convert many models without paying the backend imports again."""
+    opts = opts.resolved()
+    check_paths(opts)
+    sources = sources_mod.read_sources(opts.sources)
+    if sources.files:
+        progress(f"read {len(sources.files)} source file(s): definitions only, nothing is run")
+    work = Path(tempfile.mkdtemp(prefix="k2to3-"))
+    partial = partial_path(opts.output)
+    partial_module = partial.with_suffix(".py")
+    try:
+        with workers(opts, pool) as get_pool:
+            inp = open_input(opts.src, work, opts.config, weights_only_ok=sources.build_fn is not None)
+            if inp.needs_bridge:
+                inp = bridge(inp, sources, opts.output, work, get_pool, progress)
+            prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
+            plan, resolution = prepared.plan, prepared.resolution
+            report = report_mod.base(opts.src, inp, plan)
+            report["source"] = sources_mod.report_section(sources, resolution, opts.output)
+            if plan.errors:
+                report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
+                first = (resolution.errors if resolution is not None and resolution.errors else plan.errors)[0]
+                raise report_mod.NotPortableReport(first.line(), report)
+            modules = sources_mod.write_modules(resolution, work, partial_module) if resolution else None
+            args = reference.golden_args(work, inp, plan, resolution, modules, sources.build_fn, opts.trust_bytecode)
+            rtol, atol, tol_source = tolerances(opts, plan)
+            run = Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=partial, report=report,
+                      plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
+                      weight_bytes=4 * int(inp.artifact.n_params or 0) if inp.artifact else 0, reference_h5=inp.h5,
+                      golden_args=args, reference_origin=reference.origin(args, inp),
+                      modules=[str(modules.k3)] if modules else [],
+                      training_config=inp.artifact.training_config if inp.artifact else None,
+                      golden_path=_golden_path(opts), output_path=opts.output)
+            started = time.perf_counter()
+            _build(run, inp.pair, args.get("build_fn"), tol_source)
+            run_checks(run, VERIFY_STAGES)
+            _place(run, modules, partial_module)
+            run.timings["total_seconds"] = round(time.perf_counter() - started, 3)
+            set_verdict(report, plan.tf_only)
+            run_checks(run, [SAVED_STAGE])
+            return report
+    finally:
+        for tmp in (partial, partial_module):
+            if tmp.exists():
+                tmp.unlink()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _golden_path(opts: ConvertOptions) -> Path | None:
+    from k2to3.checks.golden import golden_path
+
+    return golden_path(opts.output) if opts.save_golden else None
+
+
+def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
+    """Rebuild and restore in the tensorflow worker: the .keras at run.keras, the ledger and the weight hash."""
+    report, plan, opts = run.report, run.plan, run.options
+    if not build_fn:
+        report["inputs"] = write_inputs(run.npz("inputs"), opts.inputs, plan.model)
+    plan_path = run.work / "plan.json"
+    plan_path.write_text(json.dumps(plan.to_json()))
+    report["tolerance"] = {"rtol": run.rtol, "atol": run.atol, "source": tol_source}
+    # One process per backend. The tensorflow worker builds first (torch and jax wait for the file).
+    run.progress("workers: " + ", ".join(run.pool.roles()))
+    run.pool.start(run.weight_bytes)
+    try:
+        build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),
+                                                out=str(run.keras), modules=run.modules, build_fn=build_fn)
+    except WorkerError as exc:
+        raise _as_user_error(exc) from None
+    run.pool.learn("tensorflow", run.weight_bytes)
+    if build_fn:
+        report["inputs"] = write_inputs(run.npz("inputs"), opts.inputs, model_of_inputs(build["inputs"]))
+    run.timings["build_seconds"] = round(build["seconds"], 3)
+    run.progress(f"rebuilt and restored {build['ledger']['tensors_restored']}/"
+                 f"{build['ledger']['tensors_expected']} weight tensors; verifying")
+    report["ledger"] = build["ledger"]
+    if pair:
+        report["ledger"]["weights_matched_by"] = report["input"]["pair"]["weights_matched_by"]
+    report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+    run.build = build
+    run.weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or run.weight_bytes
+
+
+def _place(run: Run, modules: sources_mod.Modules | None, partial_module: Path) -> None:
+    """The checked .keras (and its generated module) renamed into place, atomically within the output directory;
+    report.json `output` and `timings`."""
+    opts, report, plan = run.options, run.report, run.plan
+    assert isinstance(opts, ConvertOptions)
+    module = sources_mod.module_path(opts.output)
+    if modules is not None:
+        os.replace(partial_module, module)
+    os.replace(run.keras, opts.output)
+    imports = (["import k2to3.portable"] if plan.needs_portable else []) + (
+        [f"import {module.stem}"] if modules is not None and modules.needed_at_load else [])
+    report["output"] = {"path": str(opts.output), "sha256": file_sha256(opts.output),
+                        "needs_k2to3_portable": plan.needs_portable,
+                        "module": str(module) if modules is not None else None,
+                        "load": "; ".join([*imports, f"keras.saving.load_model({str(opts.output)!r})"])}
+    report["timings"] = run.timings
+
+
+def _as_user_error(exc: WorkerError) -> K2to3Error:
+    if exc.code is not None:
+        return K2to3Error(exc.message, Exit(exc.code))
+    return K2to3Error(f"{exc.kind} worker failed: {exc.message}", Exit.INTERNAL,
+                      hint="this is a k2to3 bug; the worker log has the traceback")

@@ -1,0 +1,59 @@
+"""From a read input to what the workers need: the upgrade plan (rules/*.toml) with every finding in the order the
+report lists them, the --src resolution, and the seeded verification inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from k2to3.core.inputs import input_specs, load_inputs, make_inputs
+from k2to3.formats import Input
+from k2to3.pipeline import sources as sources_mod
+from k2to3.source.resolution import Resolution
+from k2to3.upgrade import upgrade
+from k2to3.upgrade.bytecode import inspect_lambdas
+from k2to3.upgrade.keras1 import reference as keras1_reference
+from k2to3.upgrade.plan import Plan
+
+
+@dataclass
+class Prepared:
+    plan: Plan
+    resolution: Resolution | None
+
+
+def prepare(inp: Input, sources: sources_mod.Sources, output: Path, trust_bytecode: bool) -> Prepared:
+    """The plan of a Keras 2 artifact. Findings, in order: what reading the input did (the multi-GPU wrapper
+    removed), what --src resolved, the upgrade's own, the Theano kernel flip, and with --trust-bytecode what
+    the Lambda bytecode references."""
+    artifact = inp.artifact
+    assert artifact is not None
+    resolution = sources_mod.resolve(sources, artifact, output)
+    plan = upgrade(artifact.model_config, artifact.training_config, resolution) if artifact.model_config \
+        else Plan(model={})
+    plan.findings.extend(keras1_reference.findings(artifact.backend))  # Theano-trained kernels (K2T480)
+    if resolution is not None:
+        plan.findings[:0] = [f for f in resolution.findings if f not in plan.findings]
+        plan.needs_portable = plan.needs_portable or "k2to3.portable" in resolution.k3_code
+    plan.findings[:0] = inp.findings()
+    if trust_bytecode and artifact.model_config:
+        plan.findings.extend(inspect_lambdas(artifact.model_config))
+    return Prepared(plan, resolution)
+
+
+def write_inputs(npz: str, given: Path | None, plan_model: dict[str, Any]) -> list[dict[str, Any]]:
+    """The verification batch (--input, or seeded from the model's input specs) as `npz`; report.json `inputs`."""
+    xs = load_inputs(given, plan_model) if given else make_inputs(plan_model)
+    np.savez(npz, **{f"in{i}": x for i, x in enumerate(xs)})
+    return [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
+             "source": str(given) if given else "seeded"} for s, x in zip(input_specs(plan_model), xs)]
+
+
+def model_of_inputs(inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Input specs of a model built by a --src build function, in the plan's form (for make_inputs)."""
+    layers = [{"name": i["name"], "orig_name": i["name"], "class_name": "InputLayer", "inbound_nodes": [],
+               "config": {"batch_shape": i["shape"], "dtype": i["dtype"]}} for i in inputs]
+    return {"kind": "functional", "layers": layers, "inputs": [[i["name"], 0, 0] for i in inputs]}

@@ -1,0 +1,113 @@
+"""--src: the Python files a conversion reads definitions from (never runs), the build function of a weights-only
+file, and the modules the resolution writes (the Keras 3 one beside the .keras, the Keras 2 one for tf_keras)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from k2to3.errors import InputError
+from k2to3.formats.artifact import LegacyArtifact
+from k2to3.source.extract import SourceIndex, index_sources
+from k2to3.source.files import SKIP_DIRS
+from k2to3.source.hoist import resolve_in_files
+from k2to3.source.resolution import Resolution
+from k2to3.upgrade.needs import module_name_for
+
+
+@dataclass
+class Sources:
+    files: list[Path]
+    build_fn: str | None
+    index: SourceIndex | None
+
+
+def has_fn(spec: str) -> bool:
+    head, sep, tail = spec.rpartition(":")
+    return bool(sep) and bool(head) and tail.isidentifier() and not tail.startswith(("\\", "/"))
+
+
+def spec_path(spec: str) -> Path:
+    return Path(spec.rsplit(":", 1)[0] if has_fn(spec) else spec)
+
+
+def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
+    """--src values -> (files, build function). `FILE:FUNCTION` names the build function; a directory stands for
+    the .py files under it."""
+    files, build_fn = [], None
+    for spec in specs:
+        if has_fn(spec):
+            path, fn = spec.rsplit(":", 1)
+            if build_fn and build_fn != fn:
+                raise InputError(f"--src {spec}: a second build function (already {build_fn})",
+                                 hint="name one build function")
+            build_fn = fn
+            files.append(Path(path))
+        elif Path(spec).is_dir():
+            files.extend(p for p in sorted(Path(spec).rglob("*.py")) if not SKIP_DIRS & set(p.parts))
+        else:
+            files.append(Path(spec))
+    files = list(dict.fromkeys(files))  # a file named and also under a named directory: once
+    for f in files:
+        if not f.is_file():
+            raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
+        if f.suffix != ".py":
+            raise InputError(f"--src {f}: not a .py file", hint="pass the Python source that builds the model")
+    return files, build_fn
+
+
+def read_sources(specs: tuple[str, ...]) -> Sources:
+    """Parse and index the --src files. Files named one by one must parse; files found under a --src directory
+    may be skipped with a note."""
+    files, build_fn = parse_sources(specs)
+    index = index_sources(files, skip_bad=any(Path(s).is_dir() for s in specs)) if files else None
+    return Sources(files, build_fn, index)
+
+
+def module_path(output: Path) -> Path:
+    """model.keras -> model_k3.py beside it: the generated Keras 3 module."""
+    return output.with_name(module_name_for(output.stem) + ".py")
+
+
+def resolve(sources: Sources, artifact: LegacyArtifact, output: Path) -> Resolution | None:
+    """What the artifact needs, found in the --src files (None without --src)."""
+    if sources.index is None:
+        return None
+    return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
+                            module_name_for(output.stem), sources.build_fn)
+
+
+def report_section(sources: Sources, resolution: Resolution | None, output: Path) -> dict[str, Any] | None:
+    if resolution is None:
+        return None
+    return {"files": [str(f) for f in sources.files], "build_fn": sources.build_fn, "module": str(module_path(output)),
+            "package": resolution.package, "objects": resolution.objects}
+
+
+@dataclass
+class Modules:
+    """The generated modules of a --src conversion, written into the job directory."""
+
+    k3: Path  # imported by every worker (under its final name) and renamed beside the .keras
+    k2: Path  # the Keras 2 module tf_keras imports for the golden
+    needed_at_load: bool  # the .keras references objects of the generated module
+
+
+def write_modules(resolution: Resolution, work: Path, partial: Path) -> Modules:
+    """The Keras 3 module under its final name in the job directory (workers import it from there) and at
+    `partial` beside the output (renamed into place with the .keras); the Keras 2 one for the golden."""
+    k3 = work / f"{resolution.module}.py"
+    k3.write_text(resolution.k3_code)
+    partial.write_text(resolution.k3_code)
+    k2 = work / f"_k2to3_golden_{resolution.module}.py"
+    k2.write_text(resolution.k2_code)
+    return Modules(k3, k2, resolution.needed_at_load)
+
+
+def golden_config(resolution: Resolution, model_config: dict[str, Any], work: Path) -> Path:
+    """The artifact's config with every Lambda pointing at the Keras 2 module's functions by name."""
+    cfg = work / "golden_config.json"
+    cfg.write_text(json.dumps(resolution.golden_config(model_config)))
+    return cfg

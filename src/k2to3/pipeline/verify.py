@@ -1,0 +1,144 @@
+"""`k2to3 verify`: the checks of `convert` on a `.keras` that already exists (converted by k2to3, by hand, or by plain
+Keras 3), against the Keras 2 original (`--reference legacy.h5`, tf_keras computes the golden) or a golden file
+written earlier (`--golden MODEL.golden.npz`). The file under test is only read (safe_mode=True in every worker).
+No backend import here."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from k2to3.checks.base import Progress, Run
+from k2to3.checks.golden import Golden, read_golden
+from k2to3.checks.registry import VERIFY_STAGES
+from k2to3.checks.runner import run_checks, set_verdict
+from k2to3.core.options import VerifyOptions
+from k2to3.errors import InputError
+from k2to3.formats import open_input
+from k2to3.formats.artifact import file_sha256, sniff
+from k2to3.pipeline import reference
+from k2to3.pipeline import report as report_mod
+from k2to3.pipeline import sources as sources_mod
+from k2to3.pipeline.convert import tolerances, workers
+from k2to3.pipeline.prepare import prepare, write_inputs
+from k2to3.upgrade.plan import Plan
+from k2to3.workers.pool import Pool
+
+
+def check(opts: VerifyOptions) -> None:
+    if not opts.model.exists():
+        raise InputError(f"{opts.model}: no such file", hint="pass the Keras 3 .keras file to verify")
+    if opts.model.is_dir() or sniff(opts.model) != "zip":
+        raise InputError(f"{opts.model}: not a Keras 3 .keras archive", hint="verify takes the .keras file; "
+                         "convert a Keras 2 .h5 with `k2to3 convert`")
+    if (opts.reference is None) == (opts.golden is None):
+        raise InputError("verify needs exactly one of --reference LEGACY.h5 or --golden FILE.golden.npz",
+                         hint="e.g. k2to3 verify model.keras --reference legacy.h5")
+    if opts.reference is not None:
+        if not opts.reference.is_file():
+            raise InputError(f"--reference {opts.reference}: no such file", hint="pass the Keras 2 .h5")
+        if sniff(opts.reference) != "hdf5":
+            raise InputError(f"--reference {opts.reference}: not an HDF5 file",
+                             hint="pass the Keras 2 .h5 the .keras was converted from")
+    if opts.golden is not None and opts.grads:
+        raise InputError("--grads with --golden: a golden file holds outputs, not a model to differentiate",
+                         hint="pass --reference LEGACY.h5 with --grads")
+    if opts.golden is not None and opts.fit_steps:
+        raise InputError("--fit-steps with --golden: a golden file holds outputs, not a model to train",
+                         hint="pass --reference LEGACY.h5 with --fit-steps")
+    if opts.targets is not None and not opts.targets.is_file():
+        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
+    if opts.targets is not None and not opts.fit_steps:
+        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
+    if opts.golden is not None and opts.inputs is not None:
+        raise InputError("--input with --golden: the golden file holds its inputs", hint="drop --input")
+    opts.checked()
+
+
+def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
+    """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert)."""
+    opts = opts.resolved()
+    check(opts)
+    golden = read_golden(opts.golden) if opts.golden is not None else None
+    work = Path(tempfile.mkdtemp(prefix="k2to3-verify-"))
+    try:
+        with workers(opts, pool, golden=golden is None) as get_pool:
+            run = _against_golden(opts, golden, work, progress, get_pool) if golden is not None else \
+                _against_reference(opts, work, progress, get_pool)
+            t0 = time.perf_counter()
+            run.progress("workers: " + ", ".join(run.pool.roles()))
+            run.pool.start(run.weight_bytes)
+            run_checks(run, VERIFY_STAGES)
+            run.timings["total_seconds"] = round(time.perf_counter() - t0, 3)
+            run.report["timings"] = run.timings
+            set_verdict(run.report, run.plan.tf_only)
+            return run.report
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _output(model: Path) -> dict[str, Any]:
+    return {"path": str(model), "sha256": file_sha256(model), "checked_only": True,
+            "load": f"keras.saving.load_model({str(model)!r})"}
+
+
+def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_pool: Any) -> Run:
+    assert opts.reference is not None
+    sources = sources_mod.read_sources(opts.sources)
+    inp = open_input(opts.reference, work, weights_only_ok=sources.build_fn is not None)
+    prepared = prepare(inp, sources, opts.model, opts.trust_bytecode)
+    plan, resolution = prepared.plan, prepared.resolution
+    report = report_mod.base(opts.reference, inp, plan)
+    report.update(command="verify", schema=report_mod.SCHEMA)
+    assert inp.artifact is not None
+    modules = sources_mod.write_modules(resolution, work, work / "unused_module.py") if resolution else None
+    if inp.artifact.model_config is None:
+        raise InputError(f"--reference {opts.reference}: a weights-only file", hint="verify needs the full Keras 2 "
+                         "model file (model.save), or a golden file from convert --save-golden")
+    rtol, atol, tol_source = tolerances(opts, plan)
+    report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
+    report["inputs"] = write_inputs(str(work / "inputs.npz"), opts.inputs, plan.model)
+    report["output"] = _output(opts.model)
+    args = reference.golden_args(work, inp, plan, resolution, modules, sources.build_fn, opts.trust_bytecode)
+    return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
+               plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
+               weight_bytes=4 * int(inp.artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
+               reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
+               training_config=inp.artifact.training_config)
+
+
+def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: Progress, get_pool: Any) -> Run:
+    meta = golden.meta
+    np.savez(work / "inputs.npz", **{f"in{i}": x for i, x in enumerate(golden.inputs)})
+    src = meta.get("input") if isinstance(meta.get("input"), dict) else {}
+    rtol, atol, tol_source = golden.rtol, golden.atol, "golden file"
+    if opts.rtol is not None:
+        rtol, tol_source = opts.rtol, "user"
+    if opts.atol is not None:
+        atol, tol_source = opts.atol, "user"
+    report: dict[str, Any] = {
+        "schema": report_mod.SCHEMA,
+        "command": "verify",
+        "k2to3_version": report_mod.__version__,
+        "created": report_mod.now(),
+        "input": {"path": str(golden.path), "sha256": file_sha256(golden.path), "format": "golden npz",
+                  "keras_version": src.get("keras_version"), "n_params": int(src.get("n_params") or 0),
+                  "n_weight_tensors": int(src.get("n_weight_tensors") or 0), "original": src.get("path")},
+        "findings": [], "renames": {}, "dtype_policies": [],
+        "inputs": [{"name": f"in{i}", "shape": list(x.shape), "dtype": str(x.dtype), "source": str(golden.path)}
+                   for i, x in enumerate(golden.inputs)],
+        "reference": {"kind": "golden-npz", "path": str(golden.path), "created": meta.get("created"),
+                      "k2to3_version": meta.get("k2to3_version"), "recorded": meta.get("reference"),
+                      "versions": meta.get("versions")},
+        "tolerance": {"rtol": rtol, "atol": atol, "source": tol_source},
+        "output": _output(opts.model),
+    }
+    build_hash = meta.get("weight_hash") if isinstance(meta.get("weight_hash"), str) else None
+    return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
+               plan=Plan(model={}), backends=opts.backends, rtol=rtol, atol=atol,
+               weight_bytes=4 * int(src.get("n_params") or 0), given=golden.outputs, given_hash=build_hash)

@@ -1,0 +1,32 @@
+"""Audit report forms: JSON, Markdown and one self-contained HTML page (inline CSS, SVG and script, no network),
+all rendered from one report model (model.build)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from k2to3.stores.auditreport.markdown import to_markdown
+from k2to3.stores.auditreport.model import SCHEMA, build
+from k2to3.stores.auditreport.page import layer_plot, to_html
+
+__all__ = ["SCHEMA", "build", "layer_plot", "to_html", "to_markdown", "write"]
+
+
+def write(rep: dict[str, Any], out_dir: Path, formats: list[str]) -> list[Path]:
+    """Write audit.{json,md,html} for run_audit's report; each file goes through a temporary name, so a failure
+    leaves no partial report."""
+    model = build(rep)
+    indent = 2 if len(model["artifacts"]) <= 1000 else None  # json's C encoder: a store's report in a second
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        p = out_dir / f"audit.{fmt}"
+        text = {"json": lambda: json.dumps(model, indent=indent, default=str) + "\n", "md": lambda: to_markdown(model),
+                "html": lambda: to_html(model)}[fmt]()
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(p)
+        written.append(p)
+    return written

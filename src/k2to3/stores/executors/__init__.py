@@ -1,0 +1,42 @@
+"""Executors: where a store's artifacts are converted. One interface, `run(fn, items, done)`:
+`fn(item, pool)` runs for every item on a warm worker pool somewhere, and `done(item, result)` is called once
+per item in the calling thread (results are recorded there: cache, progress, report).
+
+- `local` (default): warm pools on this machine (workers/pool.py), `jobs` artifacts at a time.
+- `ray`: one long-lived actor per node of a Ray cluster, each holding a warm pool; Ray is imported only here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from k2to3.errors import InputError
+
+Work = Callable[[dict[str, Any], Any], dict[str, Any]]
+Done = Callable[[dict[str, Any], dict[str, Any]], None]
+NAMES = ("local", "ray")
+
+
+class Executor(Protocol):
+    def run(self, fn: Work, items: list[dict[str, Any]], done: Done) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def make(name: str, *, jobs: int = 1, backends: tuple[str, ...] = ("tensorflow", "torch", "jax"),
+         max_memory: int | None = None, ray_address: str | None = None) -> Executor:
+    if name == "local":
+        from k2to3.stores.executors.local import LocalExecutor
+
+        return LocalExecutor(jobs=jobs, backends=backends, max_memory=max_memory)
+    if name == "ray":
+        from k2to3.stores.executors.ray import RayExecutor
+
+        return RayExecutor(address=ray_address, backends=backends, max_memory=max_memory)
+    raise InputError(f"--executor {name}: unknown executor", hint="choose local or ray")
+
+
+def error_result(item: dict[str, Any], reason: str, attempts: int) -> dict[str, Any]:
+    """The result of an artifact whose every attempt was lost (a worker crash, an OOM kill, a node lost)."""
+    return {"rel": item.get("rel"), "input": item.get("input"), "output": item.get("output"), "verdict": "error",
+            "exit_code": 4, "reason": reason, "attempts": attempts}

@@ -1,0 +1,187 @@
+"""What every worker op shares, inside the backend process: the seeded Keras 3 import, the job's arrays in and out,
+the generated modules, the forward pass, the layer probe, and loading a .keras lean (safe_mode=True)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from k2to3.core.seeds import WORKER_SEED as SEED
+from k2to3.errors import K2to3Error
+from k2to3.workers import lean
+
+
+def load_inputs(path: str) -> list[np.ndarray]:
+    with np.load(path) as z:
+        return [z[f"in{i}"] for i in range(len(z.files))]
+
+
+def save_arrays(path: str, arrays: list[np.ndarray], prefix: str = "out") -> None:
+    np.savez(path, **{f"{prefix}{i}": a for i, a in enumerate(arrays)})
+
+
+def model_input(xs: list[np.ndarray]) -> Any:
+    return xs[0] if len(xs) == 1 else list(xs)
+
+
+# -- Keras 3 side -----------------------------------------------------------------------------------
+def keras3():
+    import keras
+
+    from k2to3 import portable  # noqa: F401  registers k2to3>* objects
+
+    keras.utils.set_random_seed(SEED)
+    return keras
+
+
+def forward(keras: Any, model: Any, xs: list[np.ndarray]) -> Any:
+    """Inference-mode forward pass. On jax, one jit-compiled program (what model.predict runs): eager jax
+    compiles every primitive separately, 4.3 s against 1.4 s for a ResNet50."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        tv = [v.value for v in model.trainable_variables]
+        ntv = [v.value for v in model.non_trainable_variables]
+        fn = jax.jit(lambda tv, ntv, x: model.stateless_call(tv, ntv, x, training=False)[0])
+        return fn(tv, ntv, model_input(xs))
+    from k2to3.workers.graphrun import freeing_intermediates
+
+    if keras.backend.backend() == "torch":
+        import torch
+
+        # As model.predict does: without it autograd keeps every layer's saved tensors for a backward pass
+        # that never comes (+540 MB on a ResNet50 at batch 2); the computed values are the same.
+        with torch.no_grad(), freeing_intermediates():
+            return model(model_input(xs), training=False)
+    with freeing_intermediates():
+        return model(model_input(xs), training=False)
+
+
+def flat_numpy(keras: Any, out: Any) -> list[np.ndarray]:
+    return [np.asarray(keras.ops.convert_to_numpy(t)) for t in keras.tree.flatten(out)]
+
+
+def probe_layers(model: Any, input_cls: type, flatten: Any) -> tuple[list[str], list[Any]]:
+    """Symbolic outputs of every layer called exactly once, in the model's topological order (Keras 3 and
+    tf_keras alike: `flatten` is keras.tree.flatten or tf.nest.flatten)."""
+    names, tensors = [], []
+    for layer in model.layers:
+        if isinstance(layer, input_cls):
+            continue
+        try:
+            if hasattr(layer, "layers") and hasattr(layer, "_inbound_nodes"):
+                # a nested model: `.output` is its own inner graph's (not connected to this model's inputs);
+                # take the node of its call here, the one whose outputs are not its inner outputs
+                inner = {id(t) for t in flatten(layer.outputs)}
+                calls = [n for n in layer._inbound_nodes if not {id(t) for t in flatten(n.outputs)} <= inner]
+                if len(calls) != 1:
+                    continue  # called several times (shared): ambiguous
+                out = calls[0].outputs
+            else:
+                out = layer.output
+        except (AttributeError, ValueError, RuntimeError):
+            continue  # shared layer (several nodes): its output is ambiguous
+        for i, t in enumerate(flatten(out)):
+            names.append(layer.name if i == 0 else f"{layer.name}#{i}")
+            tensors.append(t)
+    return names, tensors
+
+
+def tf_flatten(x: Any) -> list[Any]:
+    import tensorflow as tf
+
+    return tf.nest.flatten(x)
+
+
+def import_module(path: str) -> Any:
+    """Import a generated module by path under its file name (what a user does with `import model_k3`), so
+    the objects it registers are there before a model is built or loaded. Re-executed on every job: a warm
+    worker may see a new version of the same module."""
+    import importlib.util
+
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise K2to3Error(f"{path}: cannot import the generated module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_modules(req: dict[str, Any]) -> None:
+    for path in req.get("modules") or []:
+        import_module(path)
+
+
+@contextmanager
+def constant_initializers(keras: Any):
+    """Loading creates every variable with its initializer, then overwrites it with the saved value.
+    On jax each random initializer compiles an XLA program per shape (7 s of a 9 s ResNet50 load) for
+    values that are thrown away. Draw zeros instead while loading; the weight hash taken after loading
+    is compared with the build's, so a variable the file did not overwrite cannot go unnoticed."""
+    rnd = keras.src.backend.random
+    names = ("uniform", "normal", "truncated_normal")
+    saved = {n: getattr(rnd, n) for n in names}
+
+    def zeros(shape, *args, dtype=None, **kwargs):  # not jnp.zeros: it would compile per shape too
+        # no page resident until the restore writes it (torch, jax): keras's own numpy -> tensor path copies
+        return lean.lazy_zeros(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
+
+    for n in names:
+        setattr(rnd, n, zeros)
+    try:
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(rnd, n, f)
+
+
+@contextmanager
+def weights_on_disk(path: str):
+    """Save or load `path` (.keras) with its weights file on disk beside it, never whole in memory. Keras
+    picks the in-memory path whenever the weights fit half the available memory (1 GB assumed without
+    psutil): a save then holds the h5 in a BytesIO and a copy of it for the zip, a load the whole member
+    read into memory, one to two extra copies of the weights at the peak. Its other path (a temporary h5
+    beside the .keras) writes and reads the same bytes; used only where that directory is writable, since
+    keras's fallback then reads from the zip on the fly."""
+    from keras.src.saving import saving_lib
+
+    saved = getattr(saving_lib, "is_memory_sufficient", None)  # a private hook: absent in another Keras, no-op
+    if saved is not None and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
+        saving_lib.is_memory_sufficient = lambda model: False
+    try:
+        yield
+    finally:
+        if saved is not None:
+            saving_lib.is_memory_sufficient = saved
+
+
+def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
+    """(keras, the .keras loaded with safe_mode=True, load seconds), the generated modules imported first."""
+    keras = keras3()
+    import_modules(req)
+    t0 = time.perf_counter()
+    with constant_initializers(keras), weights_on_disk(req["keras"]), lean.keras3_loading():
+        model = keras.saving.load_model(req["keras"], safe_mode=True)
+    return keras, model, time.perf_counter() - t0
+
+
+def library_version(backend: str) -> str:
+    """The backend library's version (golden files record it: `verify --golden` after an upgrade)."""
+    return str(getattr(sys.modules.get(backend), "__version__", "unknown"))
+
+
+def layer_outputs(keras: Any, model: Any, xs: list[np.ndarray], out_path: str, input_cls: Any) -> list[str]:
+    names, tensors = probe_layers(model, input_cls, keras.tree.flatten)
+    if not tensors:
+        save_arrays(out_path, [])
+        return []
+    probe = keras.Model(model.inputs, tensors)  # a plain functional probe over the same graph
+    save_arrays(out_path, flat_numpy(keras, forward(keras, probe, xs)))
+    return names
