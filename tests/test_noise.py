@@ -10,8 +10,8 @@ from conftest import H5, record, record_line
 import k2to3.pipeline.prepare as prepare_mod
 from k2to3.core.compare import NOISE_K, noise_stats, noise_verdict
 from k2to3.core.options import ConvertOptions as Options
-from k2to3.interfaces.report import to_markdown
 from k2to3.pipeline.convert import convert
+from k2to3.pipeline.report import to_markdown
 
 
 def test_noise_stats_separates_rounding_from_a_difference():

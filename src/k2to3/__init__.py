@@ -1,6 +1,6 @@
 """k2to3: move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing."""
 
-__version__ = "0.1.0"
+from k2to3.version import __version__ as __version__
 
 _API = ("convert", "verify", "lint", "fix", "ModelReport", "LintReport", "FixReport")
 

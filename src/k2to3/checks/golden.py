@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from k2to3 import __version__
 from k2to3.checks.base import Check, Done, Run
 from k2to3.errors import InputError
 from k2to3.formats.artifact import file_sha256
+from k2to3.version import __version__
 
 SCHEMA = "k2to3.golden/1"
 MAX_BYTES = 2 << 30  # all arrays together, as declared; a golden file is a small batch, not a dataset

@@ -75,7 +75,7 @@ class ModelReport:
 
     def write(self, directory: PathLike) -> list[Path]:
         """Write report.json and report.md into `directory`."""
-        from k2to3.interfaces.report import write
+        from k2to3.pipeline.report import write
 
         return write(self.data, Path(directory))
 
@@ -131,9 +131,8 @@ def convert(src: PathLike, output: PathLike, *, progress: Callable[[str], None] 
     report too, before raising). `pool`: a warm k2to3.workers.pool.Pool to reuse across calls (else one is
     started and closed per call)."""
     from k2to3.core.options import ConvertOptions
-    from k2to3.interfaces.report import write
     from k2to3.pipeline.convert import convert as run
-    from k2to3.pipeline.report import NotPortableReport
+    from k2to3.pipeline.report import NotPortableReport, write
 
     opts = _options(ConvertOptions, {"src": src, "output": output, **options}, "convert")
     try:
@@ -153,7 +152,7 @@ def verify(model: PathLike, *, progress: Callable[[str], None] | None = None, po
     file (`golden`); every option of the command line is a keyword, as for `convert`; the same report and
     exceptions."""
     from k2to3.core.options import VerifyOptions
-    from k2to3.interfaces.report import write
+    from k2to3.pipeline.report import write
     from k2to3.pipeline.verify import verify as run
 
     opts = _options(VerifyOptions, {"model": model, **options}, "verify")

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from k2to3 import __version__
 from k2to3.core.options import MAX_MEMORY_HELP
 from k2to3.errors import K2to3Error
 from k2to3.interfaces import cli_options
+from k2to3.interfaces.console import err, out
+from k2to3.interfaces.console import fail as _fail
+from k2to3.version import __version__
 
 app = typer.Typer(
     add_completion=False,
@@ -22,14 +23,6 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="Move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing.",
 )
-err = Console(stderr=True, log_path=False)
-# Rich falls back to 80 columns when not on a terminal; the summary table needs more.
-out = Console(width=None if Console().is_terminal else 140)
-
-
-def _fail(exc: K2to3Error) -> None:
-    err.print(f"[bold red]error:[/] {exc.line()}", highlight=False, soft_wrap=True)
-    raise typer.Exit(int(exc.code))
 
 
 CONVERT_EPILOG = (
@@ -94,9 +87,8 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
             _fail(exc)
         convert_store(src, output, settings=settings, src_root=src_root, jobs=jobs, executor=executor,
                       ray_address=ray_address, single_only=single)
-    from k2to3.interfaces.report import write
     from k2to3.pipeline.convert import convert as run
-    from k2to3.pipeline.report import NotPortableReport
+    from k2to3.pipeline.report import NotPortableReport, write
 
     try:
         opts = ConvertOptions(src=Path(src[0]), output=Path(output),
@@ -155,8 +147,8 @@ _register()
 
 def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     """Write report.json/report.md, print the JSON or the summary, exit with the report's code."""
-    from k2to3.interfaces.report import write
     from k2to3.interfaces.summary import print_summary
+    from k2to3.pipeline.report import write
 
     paths = write(report, rdir)
     if as_json:

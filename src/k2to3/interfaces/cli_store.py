@@ -12,6 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from k2to3.errors import InputError, K2to3Error
+from k2to3.interfaces.console import err, out
+from k2to3.interfaces.console import fail as _fail
 
 REPORT_FORMATS = ("md", "html", "json")
 
@@ -46,7 +48,6 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
                   executor: str, ray_address: str | None, single_only: list[str]) -> None:
     """`settings`: the options given, as the options model's values; only its store options reach the artifacts."""
     from k2to3.core.options import CheckOptions, store_settings
-    from k2to3.interfaces.cli import _fail, err, out
     from k2to3.stores import batch, executors
 
     try:

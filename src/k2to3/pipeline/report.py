@@ -1,17 +1,24 @@
-"""The report a run starts from (schema k2to3.convert/2, every field in docs/report.md); the checks add their
-sections, the pipeline its output and verdict."""
+"""The report of a run (schema k2to3.convert/2, every field in docs/report.md): what a run starts it with (base);
+the checks add their sections, the pipeline its output and verdict. report.json and report.md are written from the
+same schema: every top-level key of report.json has its place in report.md (SECTIONS: the header line that shows it,
+or the section that renders it; the checks render their own, checks/registry.py), and tests/test_report_schema.py
+fails on a key without one."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from k2to3 import __version__
+from k2to3.checks.format import fmt
+from k2to3.checks.registry import CHECKS
 from k2to3.errors import NotPortable
 from k2to3.formats import Input
 from k2to3.formats.artifact import file_sha256
 from k2to3.upgrade.plan import Plan
+from k2to3.version import __version__
 
 SCHEMA = "k2to3.convert/2"
 
@@ -53,3 +60,134 @@ class NotPortableReport(NotPortable):
     def __init__(self, message: str, report: dict[str, Any]):
         super().__init__(message, hint=None)
         self.report = report
+
+
+Render = Callable[[dict[str, Any]], list[str]]
+
+
+def _header(report: dict[str, Any]) -> list[str]:
+    inp = report["input"]
+    title = "verify" if report.get("command") == "verify" else "convert"
+    lines = [f"# k2to3 {title} report: `{Path(inp['path']).name}`", "",
+             f"- **Verdict:** {report.get('verdict')} (exit code {report.get('exit_code')})"
+             + (f"; numerically: {report['numeric_verdict']}" if report.get("numeric_verdict") not in (None, "parity")
+                else "")]
+    if report.get("tf_only"):
+        lines.append("- **TensorFlow-only ops:** " + ", ".join(f"{t['op']} at layer '{t['layer']}'"
+                                                             for t in report["tf_only"]))
+    params = f"{inp['n_params']:,} parameters in {inp['n_weight_tensors']} tensors" if inp.get("n_params") is not None \
+        else "no parameter count"
+    lines.append(f"- **Input:** `{inp['path']}` ({inp.get('format', 'HDF5')}, Keras {inp.get('keras_version')}, "
+                 f"{params}, sha256 `{inp['sha256'][:16]}…`)")
+    out = report.get("output")
+    if out:
+        lines.append(f"- **Output:** `{out['path']}` (sha256 `{out['sha256'][:16]}…`"
+                     + (", checked, not written" if out.get("checked_only") else "") + f"); load with `{out['load']}`")
+    ref = report.get("reference")
+    if ref:
+        lines.append(f"- **Reference:** {ref.get('kind')}"
+                     + (f" {ref.get('keras_version')}" if ref.get("keras_version") else "")
+                     + (f", from {ref['from']}" if ref.get("from") else "")
+                     + (f" ({ref['reason']})" if ref.get("reason") else ""))
+    tol = report.get("tolerance")
+    if tol:
+        lines.append(f"- **Tolerance:** rtol={tol['rtol']:g}, atol={tol['atol']:g} ({tol['source']})")
+    if report.get("inputs"):
+        lines.append("- **Inputs:** " + ", ".join(f"`{i['name']}` {tuple(i['shape'])} {i['dtype']} ({i['source']})"
+                                                  for i in report["inputs"]))
+    if report.get("dtype_policies"):
+        lines.append(f"- **dtype policies found:** {', '.join(report['dtype_policies'])}")
+    led = report.get("ledger")
+    if led:
+        lines.append(f"- **Weights restored:** {led['tensors_restored']}/{led['tensors_expected']} tensors, "
+                     f"{led['params_restored']:,}/{led['params_expected']:,} parameters"
+                     + (f", matched by {led['weights_matched_by']}" if led.get("weights_matched_by") else ""))
+    build = report.get("build")
+    if build:
+        lines.append(f"- **Built:** weight hash `{build['weight_hash'][:12]}`"
+                     + (f"; warnings: {'; '.join(build['warnings'])}" if build.get("warnings") else ""))
+    if "weight_hashes_agree" in report:
+        lines.append(f"- **Weight hashes agree across backends:** {'yes' if report['weight_hashes_agree'] else 'no'}")
+    lines.append(f"- **Written by:** k2to3 {report.get('k2to3_version')} at {report.get('created')} "
+                 f"(schema {report.get('schema')})")
+    return lines
+
+
+def _source(report: dict[str, Any]) -> list[str]:
+    src = report.get("source")
+    if not src:
+        return []
+    return [f"Generated module: `{src['module']}` (package `{src['package']}`), from "
+            f"{', '.join(f'`{f}`' for f in src['files'])}"
+            + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "") + ".", "",
+            "| object | kind | source | layers |", "|---|---|---|---|",
+            *[f"| `{o['name']}` | {o['kind']} | {o['source']} | {', '.join(o['layers'])} |" for o in src["objects"]]]
+
+
+def _findings(report: dict[str, Any]) -> list[str]:
+    if not report.get("findings"):
+        return []
+    return ["| code | severity | layer | message |", "|---|---|---|---|",
+            *[f"| [{f['code']}](docs/rules.md#{f['code'].lower()}) | {f['severity']} | {f['layer'] or ''} | "
+              f"{f['message']}{' Fix: ' + f['fix'] if f.get('fix') else ''} |" for f in report["findings"]]]
+
+
+def _renames(report: dict[str, Any]) -> list[str]:
+    return [f"- `{a}` → `{b}`" for a, b in (report.get("renames") or {}).items()]
+
+
+def _workarounds(report: dict[str, Any]) -> list[str]:
+    return [f"- {w['backend']}, {w['jobs']}: {w['what']} ({w['why']}). Fix: {w['fix']}"
+            for w in report.get("workarounds") or []]
+
+
+def _run(report: dict[str, Any]) -> list[str]:
+    """Where the time and the memory went (timings, memory)."""
+    lines = []
+    t = report.get("timings") or {}
+    if t:
+        lines.append("Timings: " + ", ".join(f"{k.removesuffix('_seconds')} {fmt(v)} s" for k, v in t.items()) + ".")
+    m = report.get("memory") or {}
+    if m:
+        peaks = ", ".join(f"{b} {fmt(v.get('peak_rss_mb'))} MB" for b, v in (m.get("workers") or {}).items())
+        how = "one backend at a time" if m.get("sequential") else "side by side"
+        lines.append(f"\nMemory: budget {fmt(m.get('budget_mb'))} MB ({m.get('budget_source')}), weights "
+                     f"{fmt(m.get('weights_mb'))} MB, {how} on {m.get('cores')} cores; worker peaks "
+                     f"{peaks or 'not measured'}; k2to3 process {fmt(m.get('parent_peak_rss_mb'))} MB.")
+    return lines
+
+
+HEADER_KEYS = ("schema", "k2to3_version", "created", "command", "input", "output", "reference", "tolerance",
+               "inputs", "dtype_policies", "ledger", "build", "weight_hashes_agree", "verdict", "exit_code",
+               "numeric_verdict", "tf_only")
+# report.md's sections after the header, in order: (heading, report.json keys it renders, renderer)
+SECTIONS: list[tuple[str, tuple[str, ...], Render]] = [
+    *[(c.title, (c.key,), c.markdown) for c in CHECKS],
+    ("From the source", ("source",), _source),
+    ("Findings", ("findings",), _findings),
+    ("Renamed layers", ("renames",), _renames),
+    ("Workarounds", ("workarounds",), _workarounds),
+    ("Run", ("timings", "memory"), _run),
+]
+
+
+def rendered_keys() -> set[str]:
+    """Every report.json key report.md shows (tests/test_report_schema.py)."""
+    return set(HEADER_KEYS) | {k for _, keys, _ in SECTIONS for k in keys}
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    lines = _header(report)
+    for heading, _, render in SECTIONS:
+        body = render(report)
+        if body:
+            lines += ["", f"## {heading}", "", *body]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict[str, Any], directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    pj, pm = directory / "report.json", directory / "report.md"
+    pj.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    pm.write_text(to_markdown(report))
+    return [pj, pm]

@@ -4,9 +4,12 @@ rebuilt graph."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import keras
 from keras import ops
 
+from k2to3.portable import backend
 from k2to3.portable.registry import PACKAGE, register
 
 
@@ -207,12 +210,11 @@ class ShapeOp(keras.layers.Layer):
         return _fill_template(value, tensors, self._fill)
 
     def call(self, tensors):
-        fn = ops
+        fn: Any = ops
         parts = self.function.split(".")
-        if parts[0] == PACKAGE:
-            import k2to3.portable as fn
-
-            parts = parts[2:]
+        if parts[0] == PACKAGE:  # k2to3.portable.NAME: a function of this module or of backend.py
+            fn = globals()[parts[2]] if parts[2] in globals() else getattr(backend, parts[2])
+            parts = parts[3:]
         for part in parts:
             fn = getattr(fn, part)
         args, kwargs = self._fill(self.call_template, list(tensors))

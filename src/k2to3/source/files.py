@@ -12,7 +12,7 @@ from pathlib import Path
 
 import tomllib
 
-from k2to3 import __version__
+from k2to3.version import __version__
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".ruff_cache", "node_modules",
              "build", "dist", ".ipynb_checkpoints"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from k2to3 import __version__
 from k2to3.core.rules import source_rules
 from k2to3.source.run import LintResult
+from k2to3.version import __version__
 
 
 def text(res: LintResult) -> str:

@@ -18,7 +18,6 @@ from typing import Any
 
 import libcst as cst
 
-from k2to3 import __version__
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
 from k2to3.source.extract import Definition, Site, SourceIndex
@@ -27,6 +26,7 @@ from k2to3.source.lint import lint_source
 from k2to3.source.resolution import Resolution
 from k2to3.source.tfkeras_module import ToTfKeras
 from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
+from k2to3.version import __version__
 
 
 def _ident(layer: str) -> str:

@@ -14,15 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from k2to3 import __version__
 from k2to3.formats.artifact import file_sha256
 from k2to3.source.extract import index_sources
 from k2to3.source.files import Config
 from k2to3.source.run import LintResult, lint_paths
 from k2to3.stores import locations
 from k2to3.stores.discover import discover, walk
-from k2to3.stores.static import VERDICTS, WORST, definitions, static_verdict
+from k2to3.stores.static import VERDICTS, WORST, definitions, source_locations, static_rows, static_verdict
 from k2to3.stores.verify import verify_rows
+from k2to3.version import __version__
 
 Progress = Callable[[int, int, str], None]
 
@@ -75,8 +75,6 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
 def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: Any = None,
                progress: Progress | None = None) -> dict[str, Any]:
     """`audit s3://...`: the same audit for stores behind URLs, each artifact staged alone while it is read."""
-    from k2to3.stores.batch import source_locations, static_rows
-
     with locations.Staging() as staging:
         artifacts: list[dict[str, Any]] = []
         lint = None

@@ -17,18 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from k2to3 import __version__
 from k2to3.core.options import BACKENDS, ConvertOptions
 from k2to3.errors import Exit, InputError, K2to3Error
-from k2to3.formats.artifact import file_sha256
-from k2to3.source.extract import index_sources
-from k2to3.source.files import SKIP_DIRS
 from k2to3.stores import locations as store
 from k2to3.stores.audit import audit_report
 from k2to3.stores.cache import BATCH_CACHE, StoreCache
-from k2to3.stores.discover import Entry, discover
-from k2to3.stores.static import definitions, static_verdict
+from k2to3.stores.discover import discover
+from k2to3.stores.static import source_locations, static_rows
 from k2to3.stores.verify import backend_summary, optimizer_summary
+from k2to3.version import __version__
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).
 OUTCOMES = ("parity", "tf_only", "not_portable", "mismatch", "invalid", "error")
@@ -78,44 +75,6 @@ def _target(rel: str, taken: set[str]) -> str:
     return name
 
 
-def static_rows(entries: list[Entry], src_root: Path | None, staging: store.Staging) -> list[dict[str, Any]]:
-    """audit's static verdict of each artifact, with the sources it resolves to (local paths, staged for URLs)."""
-    src_files = [staging.local(e.location, "src/" + e.rel) for e in entries if e.kind == "source"]
-    if src_root is not None:
-        src_files += [p for p in sorted(src_root.rglob("*.py")) if not SKIP_DIRS & set(p.parts)]
-    index = index_sources(src_files, skip_bad=True) if src_files else None
-    defs = definitions(src_files)
-    rows = []
-    for e in (e for e in entries if e.kind == "artifact"):
-        local = staging.local(e.location, "art/" + e.rel)
-        try:
-            row = static_verdict(local, defs, index)
-            row["sha256"] = file_sha256(local) if local.is_file() else _dir_sha256(local)
-        finally:
-            if store.is_url(e.location):  # one artifact at a time on local disk
-                _remove(local)
-        row.update(path=e.location, rel=e.rel)
-        rows.append(row)
-    return rows
-
-
-def _dir_sha256(d: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(x for x in d.rglob("*") if x.is_file()):
-        h.update(p.relative_to(d).as_posix().encode())
-        h.update(bytes.fromhex(file_sha256(p)))
-    return h.hexdigest()
-
-
-def _remove(p: Path) -> None:
-    import shutil
-
-    if p.is_dir():
-        shutil.rmtree(p, ignore_errors=True)
-    else:
-        p.unlink(missing_ok=True)
-
-
 def plan(inputs: list[str], out_root: str, settings: dict[str, Any], src_root: Path | None = None
          ) -> list[dict[str, Any]]:
     """One item per artifact: where it is read, where it goes, its sources and its cache key."""
@@ -144,20 +103,11 @@ def _file_digest(p: str) -> str:
     return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
 
-def source_locations(sources: list[str], entries: list[Entry], root: str, staging: store.Staging) -> list[str]:
-    """Staged copies of a URL store's sources map back to their URLs (an executor node stages its own)."""
-    if not store.is_url(root):
-        return list(sources)
-    back = {str(staging.dir / "in" / ("src/" + e.rel)): e.location for e in entries if e.kind == "source"}
-    return [back.get(s, s) for s in sources]
-
-
 def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
     """Convert one planned artifact with a warm pool (runs wherever the executor puts it). Never raises for a
     problem of the artifact: the result says what happened."""
-    from k2to3.interfaces.report import write
     from k2to3.pipeline.convert import convert
-    from k2to3.pipeline.report import NotPortableReport
+    from k2to3.pipeline.report import NotPortableReport, write
 
     t0 = time.perf_counter()
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in item["settings"].items()}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from k2to3 import __version__
 from k2to3.stores import locations
+from k2to3.version import __version__
 
 AUDIT_CACHE = ".k2to3-audit-cache.json"  # audit --verify: by artifact content
 BATCH_CACHE = ".k2to3-batch-cache.json"  # convert STORE/: by content, options, sources and output path

@@ -4,15 +4,19 @@ tf-only or blocked."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from k2to3.errors import K2to3Error
-from k2to3.formats.artifact import memo_reads, read_artifact, read_keras_config, sniff
-from k2to3.source.extract import SourceIndex
+from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, read_keras_config, sniff
+from k2to3.source.extract import SourceIndex, index_sources
+from k2to3.source.files import SKIP_DIRS
 from k2to3.source.hoist import resolve_in_files
+from k2to3.stores import locations as store
+from k2to3.stores.discover import Entry
 from k2to3.upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
 from k2to3.upgrade.needs import auto_named, collect_needs, walk_layers
 
@@ -153,3 +157,50 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     if found and src_reason is None:  # the resolver did not run (no tree index, or not HDF5)
         return {**row, "verdict": "portable with source", "reason": "custom objects defined in the tree"}
     return {**row, "verdict": "blocked", "reason": src_reason or errors[0].line()}
+
+
+# -- a discovered store, row by row (audit of URLs, convert STORE/) ----------------------------------------------
+def static_rows(entries: list[Entry], src_root: Path | None, staging: store.Staging) -> list[dict[str, Any]]:
+    """audit's static verdict of each artifact, with the sources it resolves to (local paths, staged for URLs)."""
+    src_files = [staging.local(e.location, "src/" + e.rel) for e in entries if e.kind == "source"]
+    if src_root is not None:
+        src_files += [p for p in sorted(src_root.rglob("*.py")) if not SKIP_DIRS & set(p.parts)]
+    index = index_sources(src_files, skip_bad=True) if src_files else None
+    defs = definitions(src_files)
+    rows = []
+    for e in (e for e in entries if e.kind == "artifact"):
+        local = staging.local(e.location, "art/" + e.rel)
+        try:
+            row = static_verdict(local, defs, index)
+            row["sha256"] = file_sha256(local) if local.is_file() else _dir_sha256(local)
+        finally:
+            if store.is_url(e.location):  # one artifact at a time on local disk
+                _remove(local)
+        row.update(path=e.location, rel=e.rel)
+        rows.append(row)
+    return rows
+
+
+def _dir_sha256(d: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(x for x in d.rglob("*") if x.is_file()):
+        h.update(p.relative_to(d).as_posix().encode())
+        h.update(bytes.fromhex(file_sha256(p)))
+    return h.hexdigest()
+
+
+def _remove(p: Path) -> None:
+    import shutil
+
+    if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        p.unlink(missing_ok=True)
+
+
+def source_locations(sources: list[str], entries: list[Entry], root: str, staging: store.Staging) -> list[str]:
+    """Staged copies of a URL store's sources map back to their URLs (an executor node stages its own)."""
+    if not store.is_url(root):
+        return list(sources)
+    back = {str(staging.dir / "in" / ("src/" + e.rel)): e.location for e in entries if e.kind == "source"}
+    return [back.get(s, s) for s in sources]

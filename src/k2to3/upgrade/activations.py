@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from k2to3.upgrade.plan import PORTABLE_PACKAGE
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 KERAS3_ACTIVATIONS = frozenset(
     "celu elu exponential gelu glu hard_shrink hard_sigmoid hard_silu hard_swish hard_tanh leaky_relu "
@@ -40,7 +40,7 @@ def function_name(value: Any) -> str | None:
     return None
 
 
-def activation(up: Upgrader, value: Any, key: str, layer: str) -> Any:
+def activation(up: UpgradeState, value: Any, key: str, layer: str) -> Any:
     src = up.source
     if src is not None:
         name = src.activations.get((layer, key))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 # CuDNN class -> (Keras 3 class, gates)
 CUDNN = {"CuDNNLSTM": ("LSTM", 4), "CuDNNGRU": ("GRU", 3)}
@@ -34,7 +34,7 @@ def equivalent(class_name: str, cfg: dict[str, Any]) -> tuple[str, dict[str, Any
     return target, out
 
 
-def upgrade_config(up: Upgrader, class_name: str, cfg: dict[str, Any], layer: str) -> tuple[str, dict[str, Any]]:
+def upgrade_config(up: UpgradeState, class_name: str, cfg: dict[str, Any], layer: str) -> tuple[str, dict[str, Any]]:
     """Called by layer_config before the other rules (K2T401 then drops time_major from the LSTM/GRU)."""
     target, out = equivalent(class_name, cfg)
     up.plan.weight_transforms[layer] = target  # a CuDNN layer inside Bidirectional: under the wrapper's name

@@ -11,16 +11,16 @@ from k2to3.upgrade.refs import _is_ref, all_refs, as_ref_list
 from k2to3.upgrade.specs import input_spec, layer_spec
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 
-def model(up: Upgrader, class_name: str, config: Any) -> dict[str, Any]:
+def model(up: UpgradeState, class_name: str, config: Any) -> dict[str, Any]:
     if class_name == "Sequential":
         return sequential(up, config)
     return functional(up, config)
 
 
-def sequential(up: Upgrader, config: Any) -> dict[str, Any]:
+def sequential(up: UpgradeState, config: Any) -> dict[str, Any]:
     if isinstance(config, list):  # Keras 2.0/2.1 wrote the layers list directly
         config = {"name": "sequential", "layers": config}
     orig = config.get("name", "sequential")
@@ -50,7 +50,7 @@ def sequential(up: Upgrader, config: Any) -> dict[str, Any]:
     return {"kind": "sequential", "name": up.names.name(orig), "orig_name": orig, "layers": specs}
 
 
-def functional(up: Upgrader, config: dict[str, Any]) -> dict[str, Any]:
+def functional(up: UpgradeState, config: dict[str, Any]) -> dict[str, Any]:
     orig = config.get("name", "model")
     specs = [layer_spec(up, layer) for layer in config["layers"]]
     offsets = {s["name"]: s["node_offset"] for s in specs}

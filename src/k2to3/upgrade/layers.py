@@ -14,11 +14,11 @@ from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 
 def layer_config(
-    up: Upgrader, class_name: str, config: dict[str, Any], layer: str, renames: bool = True
+    up: UpgradeState, class_name: str, config: dict[str, Any], layer: str, renames: bool = True
 ) -> tuple[dict[str, Any], str, str | None]:
     """Returns (config, class_name, registered_name). `renames=False`: the class comes from --src, so
     rename rules (library layers) do not apply to it."""
@@ -77,7 +77,7 @@ def layer_config(
     return cfg, class_name, registered
 
 
-def inner_layer(up: Upgrader, inner: dict[str, Any], outer: str) -> dict[str, Any]:
+def inner_layer(up: UpgradeState, inner: dict[str, Any], outer: str) -> dict[str, Any]:
     """The layer inside a wrapper (TimeDistributed, Bidirectional) or an RNN (cell, StackedRNNCells)."""
     cls = inner["class_name"]
     cfg, cls, registered = layer_config(up, cls, inner.get("config", {}), outer)

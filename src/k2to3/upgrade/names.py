@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from k2to3.upgrade.refs import _is_ref
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 INVALID = re.compile(r"[/.]+")
 WHY = {"/": "'/' is not allowed in Keras 3", ".": "'.' is not allowed in torch parameter names"}
@@ -54,7 +54,7 @@ def all_names(config: Any) -> set[str]:
 
 
 class Names:
-    def __init__(self, up: Upgrader) -> None:
+    def __init__(self, up: UpgradeState) -> None:
         self.up = up
         self._reserved: set[str] = set()  # every name in the file
         self._used: set[str] = set()  # every name given so far

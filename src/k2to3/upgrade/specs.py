@@ -13,7 +13,7 @@ from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS
 from k2to3.upgrade.refs import op_node_kwargs
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 
 def input_spec(name: str, batch_shape: list[Any], dtype: str, sparse: bool = False, ragged: bool = False,
@@ -23,7 +23,7 @@ def input_spec(name: str, batch_shape: list[Any], dtype: str, sparse: bool = Fal
             "inbound_nodes": [], "nested": None, "node_offset": 0}
 
 
-def layer_spec(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
+def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
     if layer.get("class_name") == "TensorFlowOpLayer":  # TF 2.0-2.3 raw op: as the TFOpLambda it equals
         layer = tfoplayer.translate(up, layer)
     cls = layer["class_name"]
@@ -71,7 +71,7 @@ def layer_spec(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def lambda_spec(up: Upgrader, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict[str, Any]:
+def lambda_spec(up: UpgradeState, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict[str, Any]:
     """A Lambda is rebuilt from --src or reported: its bytecode is never run."""
     orig, name = spec["orig_name"], spec["name"]
     if up.source is not None and orig in up.source.lambdas:
@@ -99,7 +99,7 @@ def lambda_spec(up: Upgrader, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> 
     return spec
 
 
-def op_spec(up: Upgrader, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict[str, Any]:
+def op_spec(up: UpgradeState, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict[str, Any]:
     """TFOpLambda / SlicingOpLambda: translated to keras.ops by the op table, or kept as a TF call."""
     cls, orig = spec["class_name"], spec["orig_name"]
     spec["config"] = raw_cfg

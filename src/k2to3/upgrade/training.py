@@ -14,7 +14,7 @@ from k2to3.upgrade.optimizers import (
 )
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 LOSS_ALIASES = {
     "mse": "mean_squared_error", "mae": "mean_absolute_error", "mape": "mean_absolute_percentage_error",
@@ -44,7 +44,7 @@ OPTIMIZER_DROP = ("jit_compile", "is_legacy_optimizer", "decay", "schedule_decay
 
 
 class TrainingConfig:
-    def __init__(self, up: Upgrader):
+    def __init__(self, up: UpgradeState):
         self.up = up
         self.code = up.code("training_config")
 
@@ -150,6 +150,6 @@ class TrainingConfig:
             "loss_weights": tc.get("loss_weights"),
         }
         self.up.note(self.code, "info", "training_config translated to a Keras 3 compile config "
-                     "(optimizer state is not carried over)")
+                     "(the optimizer state: report section optimizer)")
         return out
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 
-def tensorshape(up: Upgrader, obj: Any) -> Any:
+def tensorshape(up: UpgradeState, obj: Any) -> Any:
     if isinstance(obj, dict):
         if obj.get("class_name") == "TensorShape" and "items" in obj:
             up.note(up.code("tensorshape"), "info", "decoded a TensorShape value to a list")
@@ -19,7 +19,7 @@ def tensorshape(up: Upgrader, obj: Any) -> Any:
     return obj
 
 
-def dtype(up: Upgrader, value: Any, layer: str) -> Any:
+def dtype(up: UpgradeState, value: Any, layer: str) -> Any:
     if isinstance(value, dict) and value.get("class_name") in ("Policy", "DTypePolicy"):
         policy = value.get("config", {}).get("name", "float32")
         up.plan.dtype_policies.add(policy)
@@ -31,7 +31,7 @@ def dtype(up: Upgrader, value: Any, layer: str) -> Any:
     return value
 
 
-def nested_objects(up: Upgrader, obj: Any, layer: str) -> Any:
+def nested_objects(up: UpgradeState, obj: Any, layer: str) -> Any:
     """Initializer/regularizer/constraint dicts: drop TF1 `dtype`/`partition_info` keys."""
     if isinstance(obj, dict):
         cfg = obj.get("config")

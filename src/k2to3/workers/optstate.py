@@ -40,28 +40,10 @@ def slot_variables(inner: Any, cls: str) -> dict[str, list[Any]]:
     return {attr: list(getattr(inner, attr, None) or []) for attr in sorted(set(SLOTS[cls].values()))}
 
 
-def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, Any]) -> dict[str, Any]:
-    """Assign every saved slot; returns the report's `optimizer` section. A state that cannot be mapped is
-    reported (status "dropped", reason) and the model is saved without it, as plain Keras 3 would; a state that
-    is mapped must be complete (every Keras 3 slot restored) or this raises."""
-    opt = getattr(model, "optimizer", None)
-    try:
-        state = read_state(artifact, _keras2_trainable(artifact, pairs))
-    except K2to3Error as exc:
-        return {"status": "dropped", "reason": exc.message, "class_name": None}
-    if state is None:
-        return {"status": "none", "reason": "the file stores no optimizer state"}
-    if opt is None:
-        return {"status": "dropped", "reason": "the model has no Keras 3 optimizer (training_config not compiled)",
-                **state.to_dict()}
-    inner = inner_optimizer(keras, opt)
-    if state.class_name not in {c.__name__ for c in type(inner).__mro__}:  # k2to3>Keras2RMSprop is an RMSprop
-        return {"status": "dropped", "reason": f"Keras 3 optimizer is {type(inner).__name__}, the state is "
-                f"{state.class_name}'s", **state.to_dict()}
-    opt.build(model.trainable_variables)
-    by_weight = {_strip(e.name): pairs.get(e.h5path) for es in artifact.weights.values() for e in es}
-    lists = slot_variables(inner, state.class_name)
-    expected = {id(v): v for vs in lists.values() for v in vs}
+def _assign_slots(keras: Any, opt: Any, inner: Any, state: Any, artifact: LegacyArtifact, by_weight: dict[str, Any],
+                  lists: dict[str, list[Any]]) -> tuple[set[int], list[str], int | None, list[str], dict[str, int]]:
+    """Every saved slot assigned to its Keras 3 variable, read one at a time from the file: (the variables assigned,
+    the saved slots ignored, the iteration, notes, saved name -> index in optimizer.variables)."""
     done: set[int] = set()
     ignored, iteration, notes = [], None, []
     # saved slot name -> index in optimizer.variables (the saved and loaded order; paths change on load)
@@ -104,6 +86,32 @@ def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, A
             mapping[slot.saved_name] = index[id(target)]
     finally:
         f.close()
+    return done, ignored, iteration, notes, mapping
+
+
+def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, Any]) -> dict[str, Any]:
+    """Assign every saved slot; returns the report's `optimizer` section. A state that cannot be mapped is
+    reported (status "dropped", reason) and the model is saved without it, as plain Keras 3 would; a state that
+    is mapped must be complete (every Keras 3 slot restored) or this raises."""
+    opt = getattr(model, "optimizer", None)
+    try:
+        state = read_state(artifact, _keras2_trainable(artifact, pairs))
+    except K2to3Error as exc:
+        return {"status": "dropped", "reason": exc.message, "class_name": None}
+    if state is None:
+        return {"status": "none", "reason": "the file stores no optimizer state"}
+    if opt is None:
+        return {"status": "dropped", "reason": "the model has no Keras 3 optimizer (training_config not compiled)",
+                **state.to_dict()}
+    inner = inner_optimizer(keras, opt)
+    if state.class_name not in {c.__name__ for c in type(inner).__mro__}:  # k2to3>Keras2RMSprop is an RMSprop
+        return {"status": "dropped", "reason": f"Keras 3 optimizer is {type(inner).__name__}, the state is "
+                f"{state.class_name}'s", **state.to_dict()}
+    opt.build(model.trainable_variables)
+    by_weight = {_strip(e.name): pairs.get(e.h5path) for es in artifact.weights.values() for e in es}
+    lists = slot_variables(inner, state.class_name)
+    expected = {id(v): v for vs in lists.values() for v in vs}
+    done, ignored, iteration, notes, mapping = _assign_slots(keras, opt, inner, state, artifact, by_weight, lists)
     missing = [v.path for k, v in expected.items() if k not in done]
     if not done and not ignored and all(s.slot == "iterations" for s in state.slots):
         # tf.keras >= 2.11 saves an optimizer that never ran a step as its iteration alone: zero slots are its

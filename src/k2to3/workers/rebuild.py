@@ -251,7 +251,7 @@ class GraphBuilder:
                 target: Any = keras.ops
                 parts = name.split(".")
                 if parts[0] == "k2to3":  # a keras.ops composition k2to3 ships (k2to3.portable)
-                    from k2to3 import portable as target
+                    import k2to3.portable as target
                     parts = parts[2:]
                 for part in parts:
                     target = getattr(target, part)

@@ -33,7 +33,7 @@ def model_input(xs: list[np.ndarray]) -> Any:
 def keras3():
     import keras
 
-    from k2to3 import portable  # noqa: F401  registers k2to3>* objects
+    import k2to3.portable  # noqa: F401  registers k2to3>* objects
 
     keras.utils.set_random_seed(SEED)
     return keras

@@ -78,7 +78,7 @@ def render() -> str:
         *_coverage(),
         "\n## keras.backend (`K.*`) functions\n\n",
         "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). A `k2to3.portable.*` target is a keras.ops\n"
-        "composition k2to3 ships (src/k2to3/portable.py).\n\n",
+        "composition k2to3 ships (src/k2to3/portable/).\n\n",
         head,
         *map(_row, k_rows),
         "\n## keras.backend functions that moved\n\n",

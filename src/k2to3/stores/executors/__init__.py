@@ -7,20 +7,10 @@ per item in the calling thread (results are recorded there: cache, progress, rep
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Protocol
-
 from k2to3.errors import InputError
+from k2to3.stores.executors.base import Executor
 
-Work = Callable[[dict[str, Any], Any], dict[str, Any]]
-Done = Callable[[dict[str, Any], dict[str, Any]], None]
 NAMES = ("local", "ray")
-
-
-class Executor(Protocol):
-    def run(self, fn: Work, items: list[dict[str, Any]], done: Done) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def make(name: str, *, jobs: int = 1, backends: tuple[str, ...] = ("tensorflow", "torch", "jax"),
@@ -34,9 +24,3 @@ def make(name: str, *, jobs: int = 1, backends: tuple[str, ...] = ("tensorflow",
 
         return RayExecutor(address=ray_address, backends=backends, max_memory=max_memory)
     raise InputError(f"--executor {name}: unknown executor", hint="choose local or ray")
-
-
-def error_result(item: dict[str, Any], reason: str, attempts: int) -> dict[str, Any]:
-    """The result of an artifact whose every attempt was lost (a worker crash, an OOM kill, a node lost)."""
-    return {"rel": item.get("rel"), "input": item.get("input"), "output": item.get("output"), "verdict": "error",
-            "exit_code": 4, "reason": reason, "attempts": attempts}

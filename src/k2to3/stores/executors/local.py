@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from k2to3.stores.executors import Done, Work, error_result
+from k2to3.stores.executors.base import Done, Work, error_result
 
 
 class LocalExecutor:

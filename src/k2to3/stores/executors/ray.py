@@ -12,7 +12,7 @@ from collections import deque
 from typing import Any
 
 from k2to3.errors import InputError
-from k2to3.stores.executors import Done, Work, error_result
+from k2to3.stores.executors.base import Done, Work, error_result
 
 MAX_RETRIES = 2
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from k2to3.core import rules as rules_mod
 
 if TYPE_CHECKING:
-    from k2to3.upgrade.core import Upgrader
+    from k2to3.upgrade.state import UpgradeState
 
 CLASS_TO = {
     "Convolution1D": "Conv1D", "Convolution2D": "Conv2D", "Convolution3D": "Conv3D",
@@ -99,7 +99,7 @@ def _shape(cfg: dict[str, Any], cls: str) -> None:
         cfg["batch_input_shape"] = [None, cfg["input_dim"]]
 
 
-def layer(up: Upgrader, layer: dict[str, Any]) -> dict[str, Any]:
+def layer(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
     """One Keras 1 layer entry {class_name, config(, inbound_nodes, name)} -> its Keras 2 entry."""
     out = copy.deepcopy(layer)
     cls, cfg = out.get("class_name"), out.get("config")
@@ -181,7 +181,7 @@ def _renamed(cfg: dict[str, Any], rename: dict[str, str], drop: tuple[str, ...])
     return new
 
 
-def _time_distributed_dense(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
+def _time_distributed_dense(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
     """Keras 1 TimeDistributedDense(output_dim) = Dense applied to each timestep (keras/layers/core.py 1.2.2:
     W (input_dim, output_dim), b (output_dim,), the same tensors TimeDistributed(Dense) holds) ->
     TimeDistributed(Dense). Keras 2.0 removed the class without a converter."""
@@ -214,7 +214,7 @@ def _deconv_padding(k: int, s: int, padding: str, o: int) -> tuple[bool, int]:
     return default == o, explicit
 
 
-def _deconvolution2d(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
+def _deconvolution2d(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
     """Keras 1 Deconvolution2D -> Conv2DTranspose as legacy_deconv2d_support did (the kernel layout is converted
     by K2T479), except that Keras 2.0 dropped `output_shape`: here it becomes `output_padding` where the Keras 3
     default length differs (stride > 1 leaves several output lengths; Keras 1 on TensorFlow used the one given)."""
@@ -261,7 +261,7 @@ def _deconvolution2d(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _batchnorm(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
+def _batchnorm(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
     """Keras 1 BatchNormalization as legacy_batchnorm_support did: mode 0 is Keras 2's layer (running_std held
     the moving variance: Keras 1's K.normalize_batch_in_training returned the variance on both backends and
     K.batch_normalization took it as var), modes 1 and 2 have no Keras 2/3 layer."""
@@ -281,11 +281,11 @@ def _batchnorm(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _layer(up: Upgrader, entry: dict[str, Any]) -> dict[str, Any]:
+def _layer(up: UpgradeState, entry: dict[str, Any]) -> dict[str, Any]:
     return layer(up, entry)  # `layer` is shadowed by the argument inside layer()
 
 
-def _merge(up: Upgrader, out: dict[str, Any]) -> dict[str, Any]:
+def _merge(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
     cfg = out["config"]
     name, mode = cfg.get("name"), cfg.get("mode")
     if cfg.get("mode_type", "raw") != "raw":
@@ -319,7 +319,7 @@ def _named(entry: Any) -> bool:
         isinstance(entry.get("config"), dict) and isinstance(entry["config"].get("name"), str)
 
 
-def _merge_of_models(up: Upgrader, seq: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _merge_of_models(up: UpgradeState, seq: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A Keras 1 Sequential whose first layer is Merge([seq_a, seq_b, ...]) (keras/models.py 1.2.2
     Sequential.get_config) -> the Functional model it computed: one Input per branch, each branch's layers, the
     merge layer, the rest. Keras 1's save_weights wrote the branches' layers flattened, by layer name (the names
@@ -380,7 +380,7 @@ def is_merge_of_models(model_config: Any) -> bool:
         "Merge" and isinstance(cfg[0].get("config"), dict) and bool(cfg[0]["config"].get("layers"))
 
 
-def translate_model(up: Upgrader, model_config: dict[str, Any]) -> dict[str, Any]:
+def translate_model(up: UpgradeState, model_config: dict[str, Any]) -> dict[str, Any]:
     """A Keras 1 model config -> Keras 2 (Sequential list configs stay lists; node refs keep their 3 elements,
     which Keras 2 reads as [layer, node, tensor] with no call kwargs)."""
     out = copy.deepcopy(model_config)
@@ -401,7 +401,7 @@ def translate_model(up: Upgrader, model_config: dict[str, Any]) -> dict[str, Any
     return out
 
 
-def translate(up: Upgrader, model_config: dict[str, Any]) -> dict[str, Any]:
+def translate(up: UpgradeState, model_config: dict[str, Any]) -> dict[str, Any]:
     """The entry point: note K2T470 once and translate."""
     up.note("K2T470", "info", "Keras 1.x model config translated to Keras 2 (rules/keras1.toml)", None)
     return translate_model(up, model_config)
