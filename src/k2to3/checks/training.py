@@ -14,6 +14,7 @@ from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.rounds import longest_first
 from k2to3.core.compare import compare_arrays, per_backend
+from k2to3.core.h5safe import open_checked, read_dataset
 from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.errors import InputError
@@ -220,8 +221,6 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
                     saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
     """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
     the file's slots between calls (filled by the first; `state_npz` None only fills it)."""
-    from k2to3.core.h5safe import open_checked, read_dataset
-
     slots = (optimizer or {}).get("slots")
     if not slots:
         return None

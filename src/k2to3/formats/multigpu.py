@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.core.findings import Finding
+from k2to3.core.h5safe import open_checked
+from k2to3.errors import NotPortable
+from k2to3.formats.artifact import read_artifact
 from k2to3.upgrade.plan import MODEL_CLASSES
 
 _SLICE_ARGS = ({"i", "parts"}, {"idx", "parts"})  # Keras 2.2 multi_gpu_model; kuza55's make_parallel
@@ -80,8 +83,6 @@ def write_template(src: Path, found: dict[str, Any], out: Path) -> None:
     """The template as its own Keras 2 HDF5: its weight group split per inner layer by the weight names."""
     import h5py
 
-    from k2to3.core.h5safe import open_checked
-
     inner = _inner_names(found["template_config"])
     f = open_checked(src)
     try:
@@ -92,8 +93,6 @@ def write_template(src: Path, found: dict[str, Any], out: Path) -> None:
         for w in names:
             owner = w.split("/")[0]
             if owner not in per_layer:
-                from k2to3.errors import NotPortable
-
                 raise NotPortable(f"{src}: multi_gpu_model template weight {w} names no layer of "
                                   f"'{found['template']}'", hint="report it to k2to3 with the file")
             per_layer[owner].append(w)
@@ -118,8 +117,6 @@ def write_template(src: Path, found: dict[str, Any], out: Path) -> None:
 
 def bridge(src: Path, work: Path) -> tuple[Path, dict[str, Any]] | None:
     """convert's entry: (template HDF5, report input section) for a multi_gpu_model save, else None."""
-    from k2to3.formats.artifact import read_artifact
-
     art = read_artifact(src, weights_only_ok=True)
     found = detect(art.model_config)
     if found is None:

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from k2to3.core.h5safe import open_checked
 from k2to3.core.validate import check_model_config
 from k2to3.errors import InputError, NotPortable
-from k2to3.formats.artifact import MAX_METADATA_BYTES, read_artifact, sniff
+from k2to3.formats.artifact import MAX_METADATA_BYTES, file_sha256, read_artifact, sniff
+from k2to3.upgrade.keras1.translate import is_merge_of_models
 
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
 _WEIGHT_STEM_TAILS = ("_weights", "-weights", ".weights", "_weight", "-weight")
@@ -37,8 +39,6 @@ class Pair:
     renamed: dict[str, str] = field(default_factory=dict)  # weights-file layer -> config layer (by order)
 
     def to_report(self, found: bool) -> dict[str, Any]:
-        from k2to3.formats.artifact import file_sha256
-
         return {"config": str(self.config_path), "config_sha256": file_sha256(self.config_path),
                 "found": "beside the weights" if found else "--config",
                 "config_keras_version": self.keras_version, "weights_matched_by": (
@@ -150,8 +150,6 @@ def _top_layers(config: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, class_name) of the model's own layers, in config order (= Keras 2 model.layers order)."""
     cfg = config["config"]
     layers = cfg if isinstance(cfg, list) else cfg.get("layers", [])
-    from k2to3.upgrade.keras1.translate import is_merge_of_models
-
     if is_merge_of_models(config):  # Keras 1 Sequential(Merge of models): save_weights wrote flattened_layers
         branches = [b.get("config") for b in layers[0]["config"]["layers"] if isinstance(b, dict)]
         layers = [x for b in branches if isinstance(b, list) for x in b] + list(layers[1:])
@@ -183,8 +181,6 @@ def pair(weights: Path, config_path: Path) -> Pair:
 def write_merged(p: Pair, out: Path) -> None:
     """The pair as one Keras 2 model file (model_config + model_weights), in the job directory."""
     import h5py
-
-    from k2to3.core.h5safe import open_checked
 
     src = open_checked(p.weights)
     try:

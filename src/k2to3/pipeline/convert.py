@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.checks.base import Progress, Run
+from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.options import ConvertOptions
@@ -56,8 +57,6 @@ def check_paths(opts: ConvertOptions) -> None:
         if any(sources_mod.spec_path(spec).resolve() == module.resolve() for spec in opts.sources):
             raise InputError(f"{module}: the generated module would overwrite a --src file", hint="choose another -o")
     if opts.save_golden and not opts.force:
-        from k2to3.checks.golden import golden_path
-
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
     check_training_options(opts)
@@ -164,8 +163,6 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
 
 
 def _golden_path(opts: ConvertOptions) -> Path | None:
-    from k2to3.checks.golden import golden_path
-
     return golden_path(opts.output) if opts.save_golden else None
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import tomllib
 
+from k2to3.core.rules import rules_dir
 from k2to3.version import __version__
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".ruff_cache", "node_modules",
@@ -121,8 +122,6 @@ class Cache:
 
 
 def _rules_hash() -> str:
-    from k2to3.core.rules import rules_dir
-
     h = hashlib.sha256()
     for name in ("ops.toml", "source.toml"):
         try:

@@ -20,7 +20,7 @@ import libcst as cst
 
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
-from k2to3.source.extract import Definition, Site, SourceIndex
+from k2to3.source.extract import Definition, Site, SourceIndex, index_sources
 from k2to3.source.fix import fix_source
 from k2to3.source.lint import lint_source
 from k2to3.source.resolution import Resolution
@@ -372,8 +372,6 @@ def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, tr
     the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
     several scripts would be ambiguous), then from all of them together."""
     if len(index.texts) > 1:
-        from k2to3.source.extract import index_sources
-
         needs = collect_needs(model_config, training_config)
         names = {n.class_name or n.fn_name for n in needs} | ({build_fn} if build_fn else set())
         names.discard(None)

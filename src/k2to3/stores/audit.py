@@ -20,6 +20,7 @@ from k2to3.source.files import Config
 from k2to3.source.run import LintResult, lint_paths
 from k2to3.stores import locations
 from k2to3.stores.discover import discover, walk
+from k2to3.stores.executors.local import LocalExecutor
 from k2to3.stores.static import VERDICTS, WORST, definitions, source_locations, static_rows, static_verdict
 from k2to3.stores.verify import verify_rows
 from k2to3.version import __version__
@@ -97,7 +98,5 @@ def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: A
 def _verify(rows: list[dict[str, Any]], out_dir: Path, executor: Any, max_memory: int | None,
             progress: Progress | None) -> None:
     if executor is None:
-        from k2to3.stores.executors.local import LocalExecutor
-
         executor = LocalExecutor(max_memory=max_memory)
     verify_rows(rows, out_dir, executor, progress)

@@ -12,6 +12,9 @@ from typing import Any
 
 from k2to3.errors import K2to3Error
 from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, read_keras_config, sniff
+from k2to3.formats.multigpu import detect
+from k2to3.formats.optimizer_state import static_status
+from k2to3.formats.pairs import find_config, is_weights_only, resolve
 from k2to3.source.extract import SourceIndex, index_sources
 from k2to3.source.files import SKIP_DIRS
 from k2to3.source.hoist import resolve_in_files
@@ -58,20 +61,14 @@ def _config_of(path: Path, kind: str) -> ArtifactConfig:
     if kind in ("zip", "savedmodel"):
         cfg, version, _ = read_keras_config(path)
         return cfg, None, version, None, None
-    from k2to3.formats.pairs import resolve
-
     pair = resolve(path, None)  # a save_weights file with its to_json/to_yaml config beside it
     if pair is not None:
         art = read_artifact(path, weights_only_ok=True)
         return pair.config, None, pair.keras_version, art.n_params, None
     art = read_artifact(path)
-    from k2to3.formats.multigpu import detect
-
     parallel = detect(art.model_config)  # a multi_gpu_model save: the template is what converts
     if parallel is not None:
         return parallel["template_config"], art.training_config, art.keras_version, art.n_params, None
-    from k2to3.formats.optimizer_state import static_status
-
     return (art.model_config, art.training_config, art.keras_version,  # type: ignore[return-value]
             art.n_params, static_status(art))
 
@@ -101,14 +98,10 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     row: dict[str, Any] = {"path": str(path), "kind": "savedmodel" if path.is_dir() else sniff(path)}
     try:
         if row["kind"] == "hdf5":
-            from k2to3.formats.pairs import find_config, is_weights_only
-
             config = find_config(path) if is_weights_only(path) else None
             if config is not None:
                 row["config"] = str(config)  # the pair gets this one verdict
             else:
-                from k2to3.formats.multigpu import detect
-
                 parallel = detect(read_artifact(path, weights_only_ok=True).model_config)
                 if parallel is not None:  # the template's verdict; the wrapper is removed on conversion
                     row["multi_gpu"] = {"template": parallel["template"], "replicas": parallel["replicas"]}

@@ -7,6 +7,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from k2to3.stores.executors.base import Done, Work, error_result
+from k2to3.workers.pool import Pool, default_budget
 
 
 class LocalExecutor:
@@ -23,8 +24,6 @@ class LocalExecutor:
     def _pool(self) -> Any:
         pool = getattr(self._local, "pool", None)
         if pool is None:
-            from k2to3.workers.pool import Pool, default_budget
-
             budget = self.max_memory
             if budget is None and self.jobs > 1:
                 total, _ = default_budget()

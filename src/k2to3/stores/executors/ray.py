@@ -13,6 +13,7 @@ from typing import Any
 
 from k2to3.errors import InputError
 from k2to3.stores.executors.base import Done, Work, error_result
+from k2to3.workers.pool import Pool
 
 MAX_RETRIES = 2
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS")
@@ -32,8 +33,6 @@ class StoreWorker:
 
     def run(self, fn: Work, item: dict[str, Any]) -> dict[str, Any]:
         if self.pool is None:
-            from k2to3.workers.pool import Pool
-
             self.pool = Pool(self.backends, max_memory=self.max_memory)
         return fn(item, self.pool)
 
