@@ -65,7 +65,7 @@ TUPLE_FIELDS = ("tf", "k", "params", "compose_args", "drop", "require_none", "ne
 
 
 @cache
-def _raw() -> dict[str, Any]:
+def raw_table() -> dict[str, Any]:
     with open(rules_dir() / "ops.toml", "rb") as fh:
         return tomllib.load(fh)
 
@@ -74,7 +74,7 @@ def _raw() -> dict[str, Any]:
 def table() -> tuple[OpEntry, ...]:
     out = []
     names: set[str] = set()
-    for e in _raw()["op"]:
+    for e in raw_table()["op"]:
         e = dict(e)
         for k in TUPLE_FIELDS:
             if k in e:
@@ -93,7 +93,7 @@ def table() -> tuple[OpEntry, ...]:
 def config_aliases() -> dict[str, str]:
     """K.epsilon -> keras.config.epsilon etc.: keras.backend functions that moved (called the same way)."""
     out: dict[str, str] = {}
-    for c in _raw().get("config", []):
+    for c in raw_table().get("config", []):
         if c["k"] in out:
             raise ValueError(f"rules/ops.toml: config alias {c['k']} is listed twice")
         out[c["k"]] = c["to"]
@@ -105,7 +105,7 @@ def backend_obsolete() -> dict[str, tuple[str, str]]:
     """K functions with no Keras 3 function to call instead ([[obsolete]] in rules/ops.toml): name -> (finding
     code, the Keras 3 idiom to use)."""
     out: dict[str, tuple[str, str]] = {}
-    for o in _raw().get("obsolete", []):
+    for o in raw_table().get("obsolete", []):
         for k in o["k"]:
             if k in out:
                 raise ValueError(f"rules/ops.toml: obsolete K.{k} is listed twice")

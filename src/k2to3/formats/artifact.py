@@ -188,7 +188,7 @@ def _attr_text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _names_attr(group: Any, key: str) -> list[str]:
+def names_attr(group: Any, key: str) -> list[str]:
     """Read a list-of-names attribute, including Keras' chunked form (key0, key1, ...)."""
     if key in group.attrs:
         return [_attr_text(n) for n in group.attrs[key]]
@@ -202,12 +202,12 @@ def _names_attr(group: Any, key: str) -> list[str]:
 
 def _weights(f: Any) -> tuple[list[str], dict[str, list[WeightEntry]]]:
     wroot = f["model_weights"] if "model_weights" in f else f
-    layer_names = _names_attr(wroot, "layer_names")
+    layer_names = names_attr(wroot, "layer_names")
     weights: dict[str, list[WeightEntry]] = {}
     for lname in layer_names:
         g = wroot[lname]
         weights[lname] = [WeightEntry(lname, wname, tuple(int(s) for s in g[wname].shape), str(g[wname].dtype),
-                                      g[wname].name) for wname in _names_attr(g, "weight_names")]
+                                      g[wname].name) for wname in names_attr(g, "weight_names")]
     return layer_names, weights
 
 
@@ -311,7 +311,7 @@ def _read_open(p: Path, f: Any, weights_only_ok: bool = False) -> LegacyArtifact
     check_declared_shapes(p, model_config, weights)  # before any weight is read (docs/security.md)
     n_opt = 0
     if "optimizer_weights" in f:
-        n_opt = len(_names_attr(f["optimizer_weights"], "weight_names"))
+        n_opt = len(names_attr(f["optimizer_weights"], "weight_names"))
     return LegacyArtifact(
         path=p,
         keras_version=_attr_text(f.attrs["keras_version"]) if "keras_version" in f.attrs else None,

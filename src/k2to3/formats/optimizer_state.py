@@ -20,7 +20,7 @@ import numpy as np
 
 from k2to3.core.h5safe import open_checked
 from k2to3.errors import K2to3Error, NotPortable
-from k2to3.formats.artifact import LegacyArtifact, _names_attr
+from k2to3.formats.artifact import LegacyArtifact, names_attr
 
 # Keras 2 slot name -> Keras 3 optimizer attribute holding the list of that slot (one per trainable variable).
 SLOTS: dict[str, dict[str, str]] = {
@@ -142,7 +142,7 @@ def read_state(artifact: LegacyArtifact, trainable: Trainable | None = None) -> 
         if "optimizer_weights" not in f:
             return None
         g = f["optimizer_weights"]
-        names = _names_attr(g, "weight_names")
+        names = names_attr(g, "weight_names")
         shapes = [tuple(int(d) for d in g[n].shape) for n in names]
         paths = [f"optimizer_weights/{n}" for n in names]
         its = [p for n, p in zip(names, paths) if _scalar_kind(n) in ITERATION_NAMES and g[n].size == 1]

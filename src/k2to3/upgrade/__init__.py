@@ -25,7 +25,7 @@ from k2to3.upgrade.plan import (
     SHAPE_KEYS,
     Plan,
 )
-from k2to3.upgrade.refs import _is_ref, op_node_kwargs
+from k2to3.upgrade.refs import is_ref, op_node_kwargs
 from k2to3.upgrade.training import (
     KERAS3_LOSS_CLASSES,
     KERAS3_LOSSES,
@@ -36,10 +36,26 @@ from k2to3.upgrade.training import (
 )
 
 __all__ = [
-    "INNER_LAYER_KEYS", "KERAS3_ACTIVATIONS", "KERAS3_LOSSES", "KERAS3_LOSS_CLASSES", "LOSS_ALIASES",
-    "METRIC_NAMES", "MODEL_CLASSES", "OPTIMIZERS", "OP_LAYER_CLASSES", "PORTABLE_PACKAGE", "RNN_CLASSES",
-    "SHAPE_KEYS", "Plan", "TrainingConfig", "Upgrader", "_is_ref", "function_name", "op_node_kwargs",
-    "portable_function", "upgrade",
+    "INNER_LAYER_KEYS",
+    "KERAS3_ACTIVATIONS",
+    "KERAS3_LOSSES",
+    "KERAS3_LOSS_CLASSES",
+    "LOSS_ALIASES",
+    "METRIC_NAMES",
+    "MODEL_CLASSES",
+    "OPTIMIZERS",
+    "OP_LAYER_CLASSES",
+    "PORTABLE_PACKAGE",
+    "RNN_CLASSES",
+    "SHAPE_KEYS",
+    "Plan",
+    "TrainingConfig",
+    "Upgrader",
+    "function_name",
+    "is_ref",
+    "op_node_kwargs",
+    "portable_function",
+    "upgrade",
 ]
 
 

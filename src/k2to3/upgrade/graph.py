@@ -7,7 +7,7 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from k2to3.upgrade.plan import RNN_CLASSES
-from k2to3.upgrade.refs import _is_ref, all_refs, as_ref_list
+from k2to3.upgrade.refs import all_refs, as_ref_list, is_ref
 from k2to3.upgrade.specs import input_spec, layer_spec
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def functional(up: UpgradeState, config: dict[str, Any]) -> dict[str, Any]:
     for s in specs:
         for node in s["inbound_nodes"]:
             refs = node if isinstance(node, list) else []
-            kw_refs = [r for r in refs if _is_ref(r) and len(r) == 4 and any(all_refs(r[3]))]
+            kw_refs = [r for r in refs if is_ref(r) and len(r) == 4 and any(all_refs(r[3]))]
             if kw_refs or (s["class_name"] in RNN_CLASSES | {"Bidirectional"} and len(refs) > 1):
                 up.note(up.code("call_arguments"), "info", "tensor call arguments resolved in the rebuilt graph",
                         s["orig_name"])

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from k2to3.upgrade.refs import _is_ref
+from k2to3.upgrade.refs import is_ref
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
@@ -86,7 +86,7 @@ class Names:
 
     def refs(self, data: Any) -> Any:
         """Rename layer references anywhere in node data or kwargs."""
-        if _is_ref(data):
+        if is_ref(data):
             out = [self.name(data[0]), *data[1:3]]
             if len(data) == 4:
                 out.append(self.refs(data[3]))

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import Any
 
 
-def _is_ref(x: Any) -> bool:
+def is_ref(x: Any) -> bool:
     """[layer, node, tensor(, kwargs)], or Keras 2's [_CONSTANT_VALUE, -1, value(, kwargs)]."""
     return (
         isinstance(x, list)
@@ -19,7 +19,7 @@ def _is_ref(x: Any) -> bool:
 
 def op_node_kwargs(node: Any) -> dict[str, Any]:
     """An op layer's call kwargs: stored on every element of its first argument."""
-    if _is_ref(node):
+    if is_ref(node):
         return node[3] if len(node) == 4 else {}
     if isinstance(node, list):
         for x in node:
@@ -30,11 +30,11 @@ def op_node_kwargs(node: Any) -> dict[str, Any]:
 
 
 def as_ref_list(x: Any) -> list[Any]:
-    return [x] if _is_ref(x) else list(x)
+    return [x] if is_ref(x) else list(x)
 
 
 def all_refs(data: Any) -> Iterator[list[Any]]:
-    if _is_ref(data):
+    if is_ref(data):
         yield data
         if len(data) == 4:
             yield from all_refs(data[3])

@@ -89,7 +89,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     x, y = _load_batch(req)
     step_grads, spy = {}, None
     if req.get("grads_out"):
-        from k2to3.workers.grads import _notes
+        from k2to3.workers.grads import gradient_notes
         from k2to3.workers.stepgrads import StepGrads
 
         spy = StepGrads(keras, model)
@@ -110,7 +110,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     if spy is not None:
         reply["grads"] = _save_step_grads(req["grads_out"], step_grads["grads"], spy.variables,
                                           [v.path for v in spy.variables], losses[0], step_grads["seconds"],
-                                          {"derandomized": noise, "notes": _notes(layers, policy, True)})
+                                          {"derandomized": noise, "notes": gradient_notes(layers, policy, True)})
     return reply
 
 
@@ -239,13 +239,13 @@ def _restore_by_name(h5: str, variables: list[Any]) -> bool:
     state"): its inner optimizer's variables carry the saved names one to one, so assign them by name. Returns
     False (nothing assigned) unless every variable has a saved value of its shape."""
     from k2to3.core.h5safe import open_checked, read_dataset
-    from k2to3.formats.artifact import _names_attr
+    from k2to3.formats.artifact import names_attr
 
     f = open_checked(h5)
     try:
         if "optimizer_weights" not in f:
             return False
-        names = _names_attr(f["optimizer_weights"], "weight_names")
+        names = names_attr(f["optimizer_weights"], "weight_names")
         values = {n: read_dataset(f, f"optimizer_weights/{n}") for n in names}
     finally:
         f.close()

@@ -43,7 +43,7 @@ def _targets(req: dict[str, Any]) -> list[np.ndarray]:
         return [z[f"y{i}"] for i in range(len(z.files))]
 
 
-def _notes(layers: list[Any], policy: str | None, training: bool) -> list[str]:
+def gradient_notes(layers: list[Any], policy: str | None, training: bool) -> list[str]:
     """Known sources of gradient divergence between backends in this model (docs/report.md#gradients)."""
     notes = set()
     for layer in layers:
@@ -116,7 +116,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
             "none": [v.path for v, g in zip(tv, grads) if g is None],
             "loss": float(keras.ops.convert_to_numpy(loss)), "derandomized": changed,
-            "notes": _notes(layers, policy, training), "load_seconds": t1 - t0,
+            "notes": gradient_notes(layers, policy, training), "load_seconds": t1 - t0,
             "grad_seconds": time.perf_counter() - t1}
 
 

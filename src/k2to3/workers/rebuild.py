@@ -14,7 +14,7 @@ import numpy as np
 
 from k2to3.core import optable as op_table
 from k2to3.errors import K2to3Error, NotPortable
-from k2to3.upgrade import RNN_CLASSES, _is_ref, op_node_kwargs
+from k2to3.upgrade import RNN_CLASSES, is_ref, op_node_kwargs
 from k2to3.upgrade.names import unique
 
 CONSTANT = "_CONSTANT_VALUE"
@@ -175,7 +175,7 @@ class GraphBuilder:
 
     def resolve(self, data: Any) -> tuple[bool, Any]:
         """Replace every [layer, node, tensor] reference in a structure by its tensor."""
-        if _is_ref(data):
+        if is_ref(data):
             return self.resolve_ref(data)
         if isinstance(data, list):
             out = []
@@ -200,7 +200,7 @@ class GraphBuilder:
         are its kwargs; call the keras.ops translation from rules/ops.toml on the resolved tensors."""
 
         def strip(n: Any) -> Any:
-            if _is_ref(n):
+            if is_ref(n):
                 return n[:3]
             return [strip(x) for x in n] if isinstance(n, list) else n
 
@@ -356,7 +356,7 @@ class GraphBuilder:
     def process_node(self, spec: dict[str, Any], node: Any) -> bool:
         if "op" in spec:
             return self.process_op_node(spec, node)
-        refs = node if isinstance(node, list) and node and all(_is_ref(r) for r in node) else None
+        refs = node if isinstance(node, list) and node and all(is_ref(r) for r in node) else None
         if refs is None:
             raise BuildError(f"layer '{spec['orig_name']}': unsupported node structure")
         kwargs: dict[str, Any] = dict(refs[-1][3]) if len(refs[-1]) == 4 else {}
@@ -419,10 +419,10 @@ class GraphBuilder:
                 raise BuildError(f"model '{spec['orig_name']}': graph cannot be resolved at layers {stuck[:5]}")
         ins = [self.resolve_ref(r)[1] for r in spec["inputs"]]
         outs_spec = spec["outputs"]
-        if _is_ref(outs_spec):
+        if is_ref(outs_spec):
             outs: Any = self.materialize(self.resolve_ref(outs_spec)[1], {"name": spec["name"]})
         else:
-            ok, outs = self.resolve([r[:3] if _is_ref(r) else r for r in outs_spec])
+            ok, outs = self.resolve([r[:3] if is_ref(r) else r for r in outs_spec])
             if not ok:
                 raise BuildError(f"model '{spec['orig_name']}': outputs cannot be resolved")
             outs = self.materialize(outs, {"name": spec["name"]})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from k2to3.core.optable import OpEntry, _raw, backend_obsolete, config_aliases, table
+from k2to3.core.optable import OpEntry, backend_obsolete, config_aliases, raw_table, table
 from k2to3.core.rules import rules_dir
 
 
@@ -15,7 +15,7 @@ def keras_ops_names() -> list[str]:
 def coverage() -> tuple[list[str], list[tuple[str, str]]]:
     """keras.ops functions with a TF entry, and those without (with the reason from rules/ops.toml)."""
     covered = {e.keras for e in table() if e.tf} | {e.compose.split(".")[-1] for e in table() if e.tf and e.compose}
-    reasons = {n["keras"]: n["reason"] for n in _raw().get("no_tf", [])}
+    reasons = {n["keras"]: n["reason"] for n in raw_table().get("no_tf", [])}
     names = keras_ops_names()
     return ([n for n in names if n in covered],
             [(n, reasons.get(n, "no entry yet")) for n in names if n not in covered])
