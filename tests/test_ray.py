@@ -36,7 +36,7 @@ def outcome(rep):
 def tree(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
     store = make_tree(root / "store")
-    local = convert(store, root / "out-local", LocalExecutor(backends=SETTINGS.backends))
+    local = convert(store, root / "out-local", LocalExecutor(backends=SETTINGS["backends"]))
     assert {k: v[0] for k, v in outcome(local).items()} == EXPECTED
     return root, store, outcome(local)
 
@@ -45,11 +45,11 @@ def test_local_ray_with_two_cpus_matches_the_local_pool(tree):
     root, store, expected = tree
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        rep = convert(store, root / "out-ray", RayExecutor(backends=SETTINGS.backends))
+        rep = convert(store, root / "out-ray", RayExecutor(backends=SETTINGS["backends"]))
         assert outcome(rep) == expected
         assert all(a["verify"]["weight_hash"] for a in rep["artifacts"] if a["verify"]["verdict"] == "parity")
         # The cache is the output store's, whichever executor filled it: both reruns convert nothing.
-        again = convert(store, root / "out-ray", RayExecutor(backends=SETTINGS.backends))
+        again = convert(store, root / "out-ray", RayExecutor(backends=SETTINGS["backends"]))
         assert again["cached"] == N_ARTIFACTS and outcome(again) == expected
         # audit --verify --executor ray: the same actors, and audit's own cache ...
         audited = run_audit([store / "a"], root / "audit", verify=True, executor=RayExecutor())
@@ -58,7 +58,7 @@ def test_local_ray_with_two_cpus_matches_the_local_pool(tree):
                                                                    "model.bin": "parity"}
     finally:
         ray.shutdown()
-    again = convert(store, root / "out-ray", LocalExecutor(backends=SETTINGS.backends))
+    again = convert(store, root / "out-ray", LocalExecutor(backends=SETTINGS["backends"]))
     assert again["cached"] == N_ARTIFACTS and outcome(again) == expected
     # ... which the plain local audit (its own pool, no executor) reads: nothing is verified again.
     audited = run_audit([store / "a"], root / "audit", verify=True)
@@ -75,7 +75,7 @@ def cluster_run(tree):
     cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
-    ex = RayExecutor(backends=SETTINGS.backends)
+    ex = RayExecutor(backends=SETTINGS["backends"])
     reported: list[str] = []
     killed: list[tuple[int, str]] = []
 

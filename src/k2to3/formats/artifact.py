@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -211,33 +212,34 @@ def _weights(f: Any) -> tuple[list[str], dict[str, list[WeightEntry]]]:
     return layer_names, weights
 
 
-_MEMO: dict[tuple[str, bool, int, int], LegacyArtifact] | None = None
+_MEMO = threading.local()  # per thread: `convert STORE/ --jobs N` converts N artifacts at once
 
 
 @contextlib.contextmanager
 def memo_reads() -> Iterator[None]:
-    """Within the block, read_artifact returns the same object for the same unchanged file: audit's static
-    verdict asks for one file's config from four places (pairs, multi-GPU detection, the config itself), each
-    an HDF5 open and a walk of every weight group. Callers in the block must not change what they get."""
-    global _MEMO
-    prev, _MEMO = _MEMO, {}
+    """Within the block, read_artifact returns the same object for the same unchanged file: detecting a format asks
+    for one file's config from several places (pairs, multi-GPU detection, the config itself), each an HDF5 open
+    and a walk of every weight group. Callers in the block must not change what they get."""
+    prev = getattr(_MEMO, "reads", None)
+    _MEMO.reads = {}
     try:
         yield
     finally:
-        _MEMO = prev
+        _MEMO.reads = prev
 
 
 def read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArtifact:
-    if _MEMO is not None:
+    memo = getattr(_MEMO, "reads", None)
+    if memo is not None:
         try:
             st = os.stat(path)
         except OSError:
             st = None
         if st is not None:
             key = (str(path), weights_only_ok, st.st_size, st.st_mtime_ns)
-            if key not in _MEMO:
-                _MEMO[key] = _read_artifact(path, weights_only_ok)
-            return _MEMO[key]
+            if key not in memo:
+                memo[key] = _read_artifact(path, weights_only_ok)
+            return memo[key]
     return _read_artifact(path, weights_only_ok)
 
 
