@@ -9,7 +9,8 @@ Keras 2 HDF5 the rest of k2to3 reads (artifact.LegacyArtifact):
   .keras archive, SavedModel the config read as data (artifact.read_keras_config); tf_keras re-saves it as HDF5 in
                              the tensorflow worker (pipeline/bridge.py), then `bridged` reads that file
 
-A new format is one detector here and one module beside it."""
+`describe` reads the same formats as data alone, writing nothing (the audit's static verdict). A new format is one
+detector here and one module beside it."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from typing import Any
 from k2to3.core.findings import Finding
 from k2to3.core.rules import builtin_code
 from k2to3.formats import multigpu, pairs
-from k2to3.formats.artifact import LegacyArtifact, memo_reads, read_artifact, sniff
+from k2to3.formats.artifact import LegacyArtifact, memo_reads, read_artifact, read_keras_config, sniff
+from k2to3.formats.optimizer_state import static_status
 
 ARCHIVES = ("zip", "savedmodel")  # read by tf_keras (safe_mode=True), re-saved as HDF5
 
@@ -81,3 +83,38 @@ def open_input(src: Path, work: Path, config: Path | None = None, weights_only_o
 def bridged(inp: Input, h5: Path, info: dict[str, Any], weights_only_ok: bool = False) -> Input:
     """An archive after tf_keras re-saved it as HDF5 (`info`: the report's input section for it)."""
     return Input(inp.path, inp.kind, h5, read_artifact(h5, weights_only_ok=weights_only_ok), info)
+
+
+@dataclass
+class Description:
+    """What an artifact holds, read as data (nothing written): the config that converts, with its training config,
+    Keras version and parameter count; `optimizer`, the static verdict on its optimizer state (full-model HDF5)."""
+
+    kind: str
+    model_config: dict[str, Any]
+    training_config: dict[str, Any] | None
+    keras_version: str | None
+    n_params: int | None
+    optimizer: dict[str, Any] | None = None
+
+
+def describe(path: Path) -> Description:
+    """The config `convert` would upgrade for `path`: an archive's, a pair's, a multi-GPU save's template, or the
+    HDF5 file's own. Raises the reader's errors (a weights-only file without its config, a hostile file)."""
+    kind = "savedmodel" if path.is_dir() else sniff(path)
+    if kind in ARCHIVES:
+        cfg, version, _ = read_keras_config(path)
+        return Description(kind, cfg, None, version, None)
+    with memo_reads():
+        pair = pairs.resolve(path, None)  # a save_weights file with its to_json/to_yaml config beside it
+        if pair is not None:
+            art = read_artifact(path, weights_only_ok=True)
+            return Description(kind, pair.config, None, pair.keras_version, art.n_params)
+        art = read_artifact(path)
+        parallel = multigpu.detect(art.model_config)  # a multi_gpu_model save: the template is what converts
+        if parallel is not None:
+            return Description(kind, parallel["template_config"], art.training_config, art.keras_version,
+                               art.n_params)
+        assert art.model_config is not None
+        return Description(kind, art.model_config, art.training_config, art.keras_version, art.n_params,
+                           static_status(art))

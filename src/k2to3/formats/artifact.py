@@ -220,12 +220,14 @@ def memo_reads() -> Iterator[None]:
     """Within the block, read_artifact returns the same object for the same unchanged file: detecting a format asks
     for one file's config from several places (pairs, multi-GPU detection, the config itself), each an HDF5 open
     and a walk of every weight group. Callers in the block must not change what they get."""
-    prev = getattr(_MEMO, "reads", None)
+    if getattr(_MEMO, "reads", None) is not None:  # nested: the outer block's memo serves
+        yield
+        return
     _MEMO.reads = {}
     try:
         yield
     finally:
-        _MEMO.reads = prev
+        _MEMO.reads = None
 
 
 def read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArtifact:

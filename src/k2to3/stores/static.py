@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.errors import K2to3Error
-from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, read_keras_config, sniff
+from k2to3.formats import describe
+from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, sniff
 from k2to3.formats.multigpu import detect
-from k2to3.formats.optimizer_state import static_status
-from k2to3.formats.pairs import find_config, is_weights_only, resolve
+from k2to3.formats.pairs import find_config, is_weights_only
 from k2to3.source.extract import SourceIndex, index_sources
 from k2to3.source.files import SKIP_DIRS
 from k2to3.source.hoist import resolve_in_files
@@ -52,27 +52,6 @@ def _inventory(cfg: dict[str, Any], counts: Counter) -> None:
             _inventory(layer, counts)
 
 
-ArtifactConfig = tuple[dict[str, Any], dict[str, Any] | None, str | None, int | None, dict[str, Any] | None]
-
-
-def _config_of(path: Path, kind: str) -> ArtifactConfig:
-    """(model config, training config, keras version, parameter count, static optimizer verdict or None) of any
-    artifact, as data. The optimizer verdict (optimizer.slots.static_status) is read for full-model HDF5 files."""
-    if kind in ("zip", "savedmodel"):
-        cfg, version, _ = read_keras_config(path)
-        return cfg, None, version, None, None
-    pair = resolve(path, None)  # a save_weights file with its to_json/to_yaml config beside it
-    if pair is not None:
-        art = read_artifact(path, weights_only_ok=True)
-        return pair.config, None, pair.keras_version, art.n_params, None
-    art = read_artifact(path)
-    parallel = detect(art.model_config)  # a multi_gpu_model save: the template is what converts
-    if parallel is not None:
-        return parallel["template_config"], art.training_config, art.keras_version, art.n_params, None
-    return (art.model_config, art.training_config, art.keras_version,  # type: ignore[return-value]
-            art.n_params, static_status(art))
-
-
 def _resolve(index: SourceIndex, model_config: dict[str, Any], training_config: dict[str, Any] | None,
              memo: dict[str, Any] | None) -> Any:
     """resolve_in_files, memoised on what the resolution depends on (the needs and the explicit layer names):
@@ -105,9 +84,11 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
                 parallel = detect(read_artifact(path, weights_only_ok=True).model_config)
                 if parallel is not None:  # the template's verdict; the wrapper is removed on conversion
                     row["multi_gpu"] = {"template": parallel["template"], "replicas": parallel["replicas"]}
-        model_config, training_config, version, n_params, optimizer = _config_of(path, row["kind"])
-        if optimizer is not None:  # does the optimizer state travel (docs/audit.md#optimizer-state)
-            row["optimizer"] = optimizer
+        found = describe(path)
+        model_config, training_config, version, n_params = (found.model_config, found.training_config,
+                                                            found.keras_version, found.n_params)
+        if found.optimizer is not None:  # does the optimizer state travel (docs/audit.md#optimizer-state)
+            row["optimizer"] = found.optimizer
         plan = upgrade(model_config, training_config)
     except K2to3Error as exc:
         reason = exc.line()
