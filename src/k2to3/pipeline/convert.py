@@ -20,13 +20,13 @@ from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.options import ConvertOptions
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
-from k2to3.formats import open_input
+from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
 from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.bridge import bridge
-from k2to3.pipeline.prepare import model_of_inputs, prepare, write_inputs
+from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool, WorkerError
 
@@ -138,17 +138,10 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
                 first = (resolution.errors if resolution is not None and resolution.errors else plan.errors)[0]
                 raise report_mod.NotPortableReport(first.line(), report)
             modules = sources_mod.write_modules(resolution, work, partial_module) if resolution else None
-            args = reference.golden_args(work, inp, plan, resolution, modules, sources.build_fn, opts.trust_bytecode)
-            rtol, atol, tol_source = tolerances(opts, plan)
-            run = Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=partial, report=report,
-                      plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
-                      weight_bytes=4 * int(inp.artifact.n_params or 0) if inp.artifact else 0, reference_h5=inp.h5,
-                      golden_args=args, reference_origin=reference.origin(args, inp),
-                      modules=[str(modules.k3)] if modules else [],
-                      training_config=inp.artifact.training_config if inp.artifact else None,
-                      golden_path=_golden_path(opts), output_path=opts.output)
+            run, tol_source = _new_run(opts, inp, prepared, modules, sources.build_fn, report, work, get_pool(),
+                                       progress, partial)
             started = time.perf_counter()
-            _build(run, inp.pair, args.get("build_fn"), tol_source)
+            _build(run, inp.pair, run.golden_args.get("build_fn"), tol_source)
             run_checks(run, VERIFY_STAGES)
             _place(run, modules, partial_module)
             run.timings["total_seconds"] = round(time.perf_counter() - started, 3)
@@ -160,6 +153,22 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
             if tmp.exists():
                 tmp.unlink()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _new_run(opts: ConvertOptions, inp: Input, prepared: Prepared, modules: sources_mod.Modules | None,
+             build_fn: str | None, report: dict[str, Any], work: Path, pool: Pool, progress: Progress,
+             partial: Path) -> tuple[Run, str]:
+    """The run the checks see: the partial .keras against the Keras 2 reference as tf_keras computes it."""
+    plan, artifact = prepared.plan, inp.artifact
+    assert artifact is not None
+    args = reference.golden_args(work, inp, plan, prepared.resolution, modules, build_fn, opts.trust_bytecode)
+    rtol, atol, tol_source = tolerances(opts, plan)
+    run = Run(options=opts, pool=pool, work=work, progress=progress, keras=partial, report=report, plan=plan,
+              backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
+              weight_bytes=4 * int(artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
+              reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
+              training_config=artifact.training_config, golden_path=_golden_path(opts), output_path=opts.output)
+    return run, tol_source
 
 
 def _golden_path(opts: ConvertOptions) -> Path | None:
