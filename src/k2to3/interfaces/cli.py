@@ -44,25 +44,28 @@ VERIFY_EPILOG = (
     "3 not portable, 4 internal error."
 )
 KW = inspect.Parameter.KEYWORD_ONLY
-JSON = inspect.Parameter("as_json", KW, default=False,
-                         annotation=Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")])
+STORE = "Model store (SRC is a directory, several paths or a URL)"
+JSON = inspect.Parameter("as_json", KW, default=False, annotation=Annotated[bool, typer.Option(
+    "--json", help="Print the report as JSON on stdout.", rich_help_panel="Output")])
 CONVERT_HEAD = [
     inspect.Parameter("src", KW, annotation=Annotated[list[str], typer.Argument(
         help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a tf.keras .keras archive or a "
         "SavedModel directory; or a model store: directories, several paths or fsspec URLs (s3://...), converted "
         "to a mirrored tree under OUTPUT (docs/convert.md#stores).")]),
     inspect.Parameter("output", KW, annotation=Annotated[str, typer.Option(
-        "-o", "--output", help="The Keras 3 .keras file to write (a directory or URL for a store).")]),
+        "-o", "--output", help="The Keras 3 .keras file to write (a directory or URL for a store).",
+        rich_help_panel="Output")]),
     JSON,
     inspect.Parameter("src_root", KW, default=None, annotation=Annotated[Path | None, typer.Option(
         "--src-root", help="Store: also look for each artifact's Lambda/custom code in the .py files under this "
-        "tree.")]),
+        "tree.", rich_help_panel=STORE)]),
     inspect.Parameter("jobs", KW, default=1, annotation=Annotated[int, typer.Option(
-        "--jobs", min=1, help="Store: artifacts converted at a time (local).")]),
+        "--jobs", min=1, help="Store: artifacts converted at a time (local).", rich_help_panel=STORE)]),
     inspect.Parameter("executor", KW, default="local", annotation=Annotated[str, typer.Option(
-        "--executor", help="Store: local or ray.")]),
+        "--executor", help="Store: local or ray.", rich_help_panel=STORE)]),
     inspect.Parameter("ray_address", KW, default=None, annotation=Annotated[str | None, typer.Option(
-        "--ray-address", help="Store with --executor ray: auto or ray://host:10001 [default: a local Ray]")]),
+        "--ray-address", help="Store with --executor ray: auto or ray://host:10001 [default: a local Ray]",
+        rich_help_panel=STORE)]),
 ]
 VERIFY_HEAD = [
     inspect.Parameter("model", KW, annotation=Annotated[Path, typer.Argument(

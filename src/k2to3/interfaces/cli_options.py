@@ -46,7 +46,7 @@ def parameters(cls: type, command: str) -> list[inspect.Parameter]:
     for f in fields_of(cls, command):
         annotation, default = _cli_type(f)
         extra = {"min": 0} if f.name == "fit_steps" else {}
-        opt = typer.Option(*flags(f), help=_help(f, command), **extra)
+        opt = typer.Option(*flags(f), help=_help(f, command), rich_help_panel=f.metadata["group"], **extra)
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                      annotation=Annotated[annotation, opt]))
     return out
