@@ -91,7 +91,6 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
         convert_store(src, output, settings=settings, src_root=src_root, jobs=jobs, executor=executor,
                       ray_address=ray_address, single_only=single)
     from k2to3.pipeline.convert import convert as run
-    from k2to3.pipeline.report import NotPortableReport, write
 
     try:
         opts = ConvertOptions(src=Path(src[0]), output=Path(output),
@@ -99,22 +98,7 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
     except K2to3Error as exc:
         _fail(exc)
     rdir = opts.report_dir or opts.output.with_name(opts.output.name + ".report")
-    try:
-        with err.status("converting…", spinner="dots") as status:
-            report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
-    except NotPortableReport as exc:
-        write(exc.report, rdir)
-        for f in exc.report["findings"]:
-            if f["severity"] == "error":
-                where = f"layer '{f['layer']}': " if f["layer"] else ""
-                err.print(f"  {f['code']} {where}{f['message']}", highlight=False)
-        _fail(exc)
-    except K2to3Error as exc:
-        _fail(exc)
-    except KeyboardInterrupt:
-        err.print("[red]interrupted[/]; nothing written")
-        raise typer.Exit(130) from None
-    _emit(report, rdir, as_json)
+    _run("converting", run, opts, rdir, as_json, "; nothing written")
 
 
 def verify(model: Path, as_json: bool, **options: Any) -> None:
@@ -127,13 +111,28 @@ def verify(model: Path, as_json: bool, **options: Any) -> None:
     except K2to3Error as exc:
         _fail(exc)
     rdir = opts.report_dir or model.with_name(model.name + ".verify")
+    _run("verifying", run, opts, rdir, as_json, "")
+
+
+def _run(doing: str, run: Any, opts: Any, rdir: Path, as_json: bool, interrupted: str) -> None:
+    """Run a pipeline with a spinner, its progress logged; any K2to3Error is one line and its exit code (a model
+    that is not portable gets its report and its error findings first)."""
+    from k2to3.pipeline.report import NotPortableReport, write
+
     try:
-        with err.status("verifying…", spinner="dots") as status:
+        with err.status(f"{doing}…", spinner="dots") as status:
             report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
+    except NotPortableReport as exc:
+        write(exc.report, rdir)
+        for f in exc.report["findings"]:
+            if f["severity"] == "error":
+                where = f"layer '{f['layer']}': " if f["layer"] else ""
+                err.print(f"  {f['code']} {where}{f['message']}", highlight=False)
+        _fail(exc)
     except K2to3Error as exc:
         _fail(exc)
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/]")
+        err.print(f"[red]interrupted[/]{interrupted}")
         raise typer.Exit(130) from None
     _emit(report, rdir, as_json)
 
