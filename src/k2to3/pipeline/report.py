@@ -149,11 +149,14 @@ def _run(report: dict[str, Any]) -> list[str]:
         lines.append("Timings: " + ", ".join(f"{k.removesuffix('_seconds')} {fmt(v)} s" for k, v in t.items()) + ".")
     m = report.get("memory") or {}
     if m:
-        peaks = ", ".join(f"{b} {fmt(v.get('peak_rss_mb'))} MB" for b, v in (m.get("workers") or {}).items())
+        def mb(x: Any) -> str:
+            return "unlimited" if x is None else f"{x:,.0f} MB" if x >= 10 else f"{x:.1f} MB"
+
+        peaks = ", ".join(f"{b} {mb(v.get('peak_rss_mb'))}" for b, v in (m.get("workers") or {}).items())
         how = "one backend at a time" if m.get("sequential") else "side by side"
-        lines.append(f"\nMemory: budget {fmt(m.get('budget_mb'))} MB ({m.get('budget_source')}), weights "
-                     f"{fmt(m.get('weights_mb'))} MB, {how} on {m.get('cores')} cores; worker peaks "
-                     f"{peaks or 'not measured'}; k2to3 process {fmt(m.get('parent_peak_rss_mb'))} MB.")
+        lines.append(f"\nMemory: budget {mb(m.get('budget_mb'))} ({m.get('budget_source')}), weights "
+                     f"{mb(m.get('weights_mb'))}, {how} on {m.get('cores')} cores; worker peaks "
+                     f"{peaks or 'not measured'}; k2to3 process {mb(m.get('parent_peak_rss_mb'))}.")
     return lines
 
 
