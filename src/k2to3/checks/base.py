@@ -82,6 +82,7 @@ class Check:
     collect: Callable[[Run, dict[str, Done]], None]  # build report[key] from the stage's futures (by check key)
     jobs: Callable[[Run], Jobs] = lambda run: {}
     markdown: Callable[[dict[str, Any]], list[str]] = lambda report: []
+    console: Callable[[dict[str, Any]], list[str]] = lambda report: []  # its lines under the console's table
     # "mismatch" / "error" / None, from the report; judged only when every other check passed (`after_parity`)
     outcome: Callable[[dict[str, Any]], str | None] = lambda report: None
     after_parity: bool = False

@@ -190,5 +190,12 @@ def markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def console(report: dict[str, Any]) -> list[str]:
+    return [f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
+            f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
+            f"{v['first_divergent_variable'] or 'none'}") for b, v in (report.get("gradients") or {}).get(
+            "backends", {}).items()]
+
+
 CHECK = Check(key="gradients", title="Gradients", stage=3, applies=applies, jobs=jobs, collect=collect,
-              markdown=markdown, outcome=outcome, after_parity=True, retry_without_onednn=True)
+              markdown=markdown, console=console, outcome=outcome, after_parity=True, retry_without_onednn=True)

@@ -152,4 +152,4 @@ def markdown(report: dict[str, Any]) -> list[str]:
 
 
 CHECK = Check(key="precision", title="Precision (float32 shadow)", stage=2, applies=applies, collect=collect,
-              markdown=markdown, outcome=outcome, numeric=numeric)
+              markdown=markdown, console=summary_lines, outcome=outcome, numeric=numeric)

@@ -241,5 +241,18 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
 
 
+def console(report: dict[str, Any]) -> list[str]:
+    t = report.get("training")
+    if not t:
+        return []
+    if not t.get("backends"):
+        return [f"training ({t['steps']} steps): {t.get('status')}" + (f": {t['reason']}" if t.get("reason") else "")]
+    return [f"training {b} ({t['steps']} steps): {v['status']}" + (
+        f": {v.get('error') or v.get('reason')}" if v["status"] in ("error", "unavailable") else
+        f", weights max abs {fmt(v['weights_max_abs'])}, losses max abs {fmt(v['loss_max_abs'])}"
+        + (f", first divergent {v['first_divergent_weight']['weight']}" if v.get("first_divergent_weight") else ""))
+        for b, v in t["backends"].items()]
+
+
 CHECK = Check(key="training", title="Training steps", stage=3, applies=applies, jobs=jobs, collect=collect,
-              markdown=markdown, outcome=outcome, retry_without_onednn=True)
+              markdown=markdown, console=console, outcome=outcome, retry_without_onednn=True)

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from k2to3.checks.format import fmt
 from k2to3.checks.outputs import noise_cell, notes
-from k2to3.checks.precision import summary_lines
+from k2to3.checks.registry import CHECKS
 
 
 def print_summary(out: Console, report: dict[str, Any]) -> None:
@@ -48,12 +48,9 @@ def print_summary(out: Console, report: dict[str, Any]) -> None:
     for f in changed:
         where = f"layer '{f['layer']}': " if f.get("layer") else ""
         out.print(f"  {f['code']} {f['severity']}: {where}{f['message']}", highlight=False)
-    for b, v in (report.get("gradients") or {}).get("backends", {}).items():
-        out.print(f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
-                  f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
-                  f"{v['first_divergent_variable'] or 'none'}"), highlight=False)
-    for line in summary_lines(report):  # mixed precision: which comparison decided the verdict
-        out.print(line, highlight=False)
+    for check in CHECKS:  # each check's own lines (precision: which comparison decided the verdict)
+        for line in check.console(report):
+            out.print(line, highlight=False)
     led = report.get("ledger")  # absent from `k2to3 verify` reports: nothing was restored
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""
