@@ -15,7 +15,7 @@ from conftest import CORPUS, FIXTURES, ROOT
 
 from k2to3.errors import NotPortable
 from k2to3.formats.artifact import read_artifact
-from k2to3.formats.optimizer_state import SLOTS, read_state
+from k2to3.formats.optimizer_state import SCALAR_STATE, SLOTS, read_state
 from k2to3.interfaces.docgen.optimizers import optimizer_rules, updated
 from k2to3.upgrade import upgrade
 
@@ -39,9 +39,11 @@ def test_every_fixture_slot_names_a_model_weight(name):
     weights = {e.name.removesuffix(":0") for es in art.weights.values() for e in es}
     assert state.layout == ("optimizer_v2" if name.endswith("_legacy") else "tf.keras>=2.11")
     assert state.iteration_slot is not None
-    slots = [s for s in state.slots if s.slot != "iterations"]
-    assert len(slots) == len(state.slots) - 1 and all(s.weight in weights for s in slots)
-    assert all(s.slot in SLOTS[state.class_name] for s in slots)
+    scalars = {"iterations", *SCALAR_STATE.get(state.class_name, ())}  # optimizer-wide, no weight
+    slots = [s for s in state.slots if s.slot not in scalars]
+    assert len(slots) == len(state.slots) - 1 - (name == "nadam_legacy")  # optimizer_v2 Nadam: momentum_cache
+    assert all(s.weight in weights for s in slots) and all(s.slot in SLOTS[state.class_name] for s in slots)
+    assert all(s.weight is None and s.shape == () for s in state.slots if s.slot in scalars)
 
 
 @pytest.mark.parametrize("rel", STANDALONE)
@@ -85,7 +87,16 @@ def test_training_config_keeps_keras2_training_behaviour():
     opt, _ = _compile(read_artifact(OPT / "rmsprop_centered.h5").training_config["optimizer_config"])
     assert opt["class_name"] == "RMSprop" and opt["registered_name"] is None  # >= 2.11: Keras 3's formula
     opt, findings = _compile({"class_name": "Nadam", "config": {"lr": 0.002, "schedule_decay": 0.004}})
-    assert opt["class_name"] == "Nadam" and "K2T605" in {f.code for f in findings}
+    # the schedule's decay is Keras2Nadam's own key, not turned into a learning-rate schedule (K2T605)
+    assert opt["registered_name"] == "k2to3>Keras2Nadam" and "K2T605" in {f.code for f in findings}
+    assert opt["config"]["schedule_decay"] == 0.004 and opt["config"]["learning_rate"] == 0.002
+    assert opt["config"]["u_product_rule"] == "per_step"
+    opt, findings = _compile({"class_name": "Nadam", "config": {"learning_rate": 0.002, "decay": 0.004,
+                                                                "is_legacy_optimizer": True}})
+    assert opt["config"]["schedule_decay"] == 0.004 and opt["config"]["learning_rate"] == 0.002
+    opt, findings = _compile({"class_name": "Nadam", "config": {"learning_rate": 0.002,
+                                                                "is_legacy_optimizer": False}})
+    assert opt["config"]["u_product_rule"] == "tf_keras_compiled" and "K2T606" in {f.code for f in findings}
 
 
 def test_optimizer_rules_doc_is_current():
@@ -140,7 +151,7 @@ def test_plain_keras3_loses_the_state():
 # One convert per file with --fit-steps 5 on tensorflow, torch and jax (the session's warm pool): the optimizer
 # state as each backend loads it, and 5 training steps against tf_keras on the original file.
 E2E = ["adam_legacy", "rmsprop_legacy", "adam_decay_legacy", "adam_schedule", "mixed_float16_lso",
-       "lstm_adam_legacy", "batchnorm_adam_legacy", "nadam"]
+       "lstm_adam_legacy", "batchnorm_adam_legacy", "nadam", "nadam_legacy"]
 
 
 @pytest.fixture(scope="module")
@@ -175,14 +186,11 @@ def test_fit_steps_parity(fitted, name):
         # every slot and the iteration, as the backend loaded them from the .keras, are the file's bit for bit
         assert be["state_as_loaded"]["equal"] == be["state_as_loaded"]["slots"] == opt["n_saved"], (b, be)
         assert be["iterations_after"] == t["reference"]["iterations_after"]
-        if name == "nadam":  # K2T606: tf_keras's own Nadam multiplies u_product per variable; Keras 3 does not
-            assert be["status"] == "mismatch" and be["first_divergent_weight"] is not None
-        else:
-            assert be["status"] == "parity", (b, be["first_divergent_weight"], be["weights_max_abs"])
-    if name == "nadam":
-        assert "K2T606" in {f["code"] for f in r["findings"]} and r["verdict"] == "mismatch"
-    else:
-        assert r["verdict"] == "parity" and t["status"] == "parity"
+        assert be["status"] == "parity", (b, be["first_divergent_weight"], be["weights_max_abs"])
+    assert r["verdict"] == "parity" and t["status"] == "parity"
+    if name.startswith("nadam"):  # Keras2Nadam carries Keras 2's momentum product (K2T605 optimizer_v2, K2T606)
+        assert {"nadam": "K2T606", "nadam_legacy": "K2T605"}[name] in {f["code"] for f in r["findings"]}
+        assert opt["keras3_class"] == "Keras2Nadam"
     if name == "mixed_float16_lso":
         assert opt["keras3_class"] == "LossScaleOptimizer" and "by saved variable name" in \
             t["reference"]["state_source"]

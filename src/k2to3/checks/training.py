@@ -18,6 +18,7 @@ from k2to3.core.h5safe import open_checked, read_dataset
 from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.errors import InputError
+from k2to3.upgrade.optimizers import reference_compiles
 from k2to3.workers.pool import reply_or_error
 
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
@@ -82,8 +83,9 @@ def carries_gradients(run: Run) -> bool:
     compiled with an optimizer, a Keras 2 reference that trains from the file itself (not rebuilt from --src), and
     no loss scaling (its gradients are scaled)."""
     opts = run.options
-    return bool(opts.grads and opts.fit_steps and opts.grads_training
-                and (run.training_config or {}).get("optimizer_config")
+    optimizer = (run.training_config or {}).get("optimizer_config")
+    return bool(opts.grads and opts.fit_steps and opts.grads_training and optimizer
+                and not reference_compiles(optimizer)  # a compiled step cannot hand its gradients over
                 and run.tf_keras_reference
                 and not ({"golden_config", "build_fn"} & set(run.golden_args))
                 and not (set(run.report.get("dtype_policies") or ()) & REDUCED))

@@ -37,6 +37,8 @@ SLOTS: dict[str, dict[str, str]] = {
     "Ftrl": {"accumulator": "_accumulators", "linear": "_linears"},
 }
 ITERATION_NAMES = ("iter", "iteration", "iterations")
+# Optimizer-level state of optimizer_v2 beside the iteration: Nadam's momentum product (K2T605)
+SCALAR_STATE = {"Nadam": ("momentum_cache",)}
 Version = tuple[int, int, int]
 # Standalone Keras 2 `optimizer.weights` (what get_weights() returns and save_model stores, in order), read from
 # `self.weights = ...` in keras/optimizers.py at every tag 2.0.0 .. 2.3.1 (keras-team/keras):
@@ -113,6 +115,10 @@ def _parse_named(path: Any, cls: str, names: list[str], weights: set[str]) -> tu
         if parts[-1] in ITERATION_NAMES:
             out.append(("iterations", None))
             layouts.add("tf.keras>=2.11" if parts[-1] == "iteration" else "optimizer_v2")
+            continue
+        if len(parts) == 2 and parts[-1] in SCALAR_STATE.get(cls, ()):
+            out.append((parts[-1], None))
+            layouts.add("optimizer_v2")
             continue
         # optimizer_v2: OPT/<weight>/<slot>
         if parts[-1] in slots and "/".join(parts[1:-1]) in weights:

@@ -49,6 +49,7 @@ from k2to3.portable.layers import (
 )
 from k2to3.portable.optimizers import (
     Keras2Adagrad,
+    Keras2Nadam,
     Keras2RMSprop,
 )
 from k2to3.portable.removed import (
@@ -79,6 +80,7 @@ __all__ = [
     "ContribInstanceNormalization",
     "Highway",
     "Keras2Adagrad",
+    "Keras2Nadam",
     "Keras2RMSprop",
     "LayerScale",
     "LocallyConnected1D",

@@ -62,25 +62,51 @@ def portable_class(cls: str, cfg: dict[str, Any]) -> str | None:
         return "Keras2RMSprop"  # epsilon outside the square root (K2T602)
     if cls == "Adagrad" and is_optimizer_v2(cfg):
         return "Keras2Adagrad"  # epsilon outside the square root (K2T610)
+    if cls == "Nadam":
+        return "Keras2Nadam"  # Keras 2's momentum product (K2T605, K2T606)
     return None
 
 
-PORTABLE_MODULE = "k2to3.portable.optimizers"  # where Keras2RMSprop / Keras2Adagrad live (registered k2to3>Name)
+PORTABLE_MODULE = "k2to3.portable.optimizers"  # where Keras2RMSprop / Adagrad / Nadam live (registered k2to3>Name)
+
+
+def nadam_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str, str]:
+    """A Keras 2 Nadam config without its momentum schedule's keys, Keras2Nadam's own keys for them, the rule code and
+    the finding's message. optimizer_v2 keeps its schedule decay under `decay` (not a learning-rate decay),
+    standalone Keras 2 under `schedule_decay`."""
+    out = {k: v for k, v in cfg.items() if k not in ("decay", "schedule_decay")}
+    if not is_optimizer_v2(cfg):
+        return (out, {"u_product_rule": "tf_keras_compiled"}, "K2T606",
+                "Nadam (tf.keras >= 2.11) kept as k2to3>Keras2Nadam: its momentum product as tf_keras's compiled "
+                "train step computes it after loading the file (from 1.0, once per variable per step)")
+    decay = cfg.get("schedule_decay", cfg.get("decay"))
+    decay = 0.004 if decay is None else float(decay)
+    return (out, {"schedule_decay": decay, "u_product_rule": "per_step"}, "K2T605",
+            f"Nadam (Keras 2) kept as k2to3>Keras2Nadam: momentum schedule 0.96**({decay:g}*t), its saved "
+            "momentum product carried")
+
+
+def reference_compiles(optimizer_config: dict[str, Any] | None) -> bool:
+    """tf_keras trains this optimizer compiled, not eagerly (workers/fit.py): tf.keras >= 2.11 Nadam, whose
+    momentum product depends on Python state fixed when the train step is traced (K2T606)."""
+    cfg = optimizer_config or {}
+    inner = (cfg.get("config") or {}).get("inner_optimizer") if cfg.get("class_name") == "LossScaleOptimizerV3" \
+        else cfg
+    inner = inner or {}
+    return inner.get("class_name") in ("Nadam", "Custom>Nadam") and not is_optimizer_v2(inner.get("config") or {})
 
 
 def update_findings(cls: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
-    """(code, message) for the update differences Keras 3 cannot express (rules/optimizers.toml, status finding)."""
-    if cls == "Nadam" and is_optimizer_v2(cfg):
-        return [("K2T605", "Nadam (optimizer_v2): Keras 3's momentum schedule is 0.96**t, Keras 2's "
-                 "0.96**(0.004*t); training continues with Keras 3's schedule")]
-    if cls == "Nadam":
-        return [("K2T606", "Nadam: tf_keras did not save u_product and multiplies it once per variable per step; "
-                 "Keras 3 restarts it at 1.0 and multiplies once per step")]
+    """(code, message) for the update differences Keras 3 cannot express (rules/optimizers.toml, status finding):
+    none left since Keras2Nadam; kept as the place for the next one."""
     return []
 
 
 def serialized(cls: str, cfg: dict[str, Any]) -> dict[str, Any]:
     """Keras 3 serialized optimizer for a translated config (keys already Keras 3's)."""
+    if cls == "Nadam" and "u_product_rule" not in cfg:  # not through TrainingConfig: its schedule keys here
+        stripped, own, _, _ = nadam_config(cfg)
+        cfg = {**stripped, **own}
     port = portable_class(cls, cfg)
     clean = {k: v for k, v in cfg.items() if k != "is_legacy_optimizer"}
     if port:

@@ -8,6 +8,7 @@ from k2to3.upgrade.optimizers import (
     decay_schedule,
     keras3_schedule,
     loss_scale_config,
+    nadam_config,
     portable_class,
     serialized,
     update_findings,
@@ -124,12 +125,17 @@ class TrainingConfig:
         port = portable_class(cls, cfg)  # Keras 2's update where Keras 3's differs (rules/optimizers.toml)
         for code, msg in update_findings(cls, cfg):
             self.up.note(code, "warning", msg, None, "see docs/optimizers.md")
+        own: dict[str, Any] = {}
+        if cls == "Nadam":  # its `decay` is the momentum schedule's, not the learning rate's
+            cfg, own, code, msg = nadam_config(cfg)
+            self.up.note(code, "info", msg)
         if cfg.get("decay") and not isinstance(cfg.get("learning_rate"), dict):
             cfg["learning_rate"] = decay_schedule(self, cfg["learning_rate"], cfg["decay"])
         elif cfg.get("decay"):
             self.warn(f"optimizer decay={cfg['decay']} dropped; Keras 3 needs a LearningRateSchedule")
         for k in OPTIMIZER_DROP:
             cfg.pop(k, None)
+        cfg.update(own)
         if isinstance(cfg.get("learning_rate"), dict) and keras3_schedule(cfg["learning_rate"]):
             cfg["learning_rate"] = keras3_schedule(cfg["learning_rate"])
         elif isinstance(cfg.get("learning_rate"), dict):

@@ -144,8 +144,11 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
         model.compile(optimizer=model.optimizer, loss=req["loss"])
     noise = disabled_noise(model)
     # The reference runs eagerly: the same kernels without the graph trace (ResNet50: 1.7 s against 5.8 s for
-    # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph.
-    model.run_eagerly = True
+    # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph. Except an
+    # optimizer whose update depends on Python state fixed when the step is traced (tf_keras >= 2.11 Nadam's
+    # u_product counter, K2T606): its eager and compiled steps differ, and model.fit runs the compiled one.
+    model.run_eagerly = not hasattr(getattr(model.optimizer, "inner_optimizer", model.optimizer),
+                                    "_u_product_counter")
     x, y = _load_batch(req)
     if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (checks/gradients.py)
         from k2to3.workers.grads import nudge
@@ -154,9 +157,14 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     opt = model.optimizer
     inner = getattr(opt, "inner_optimizer", opt)
     variables = inner.variables() if callable(inner.variables) else inner.variables
-    loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:]) or int(np.asarray(inner.iterations)) > 0
+    # a fresh optimizer holds zeros and step 0 (Nadam's momentum product starts at 1: not state)
+    loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:] if not v.name.startswith("momentum_cache")) \
+        or int(np.asarray(inner.iterations)) > 0
     source = "tf_keras" if loaded else None
-    if not loaded and _restore_by_name(req["h5"], variables):
+    if not loaded and _restore_standalone_nadam(req["h5"], inner):
+        source = ("k2to3, in standalone Keras 2.0-2.2 Nadam's order with its momentum product at 1.0, as Keras 2 "
+                  "resumed (it saved none; tf_keras's loader gave up on this file)")
+    elif not loaded and _restore_by_name(req["h5"], variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
     spy, step_seconds = None, []
     probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
@@ -232,6 +240,32 @@ def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -
             opt.build(model.trainable_variables)
         opt.set_weights(hdf5_format.load_optimizer_weights_from_hdf5_group(f))
     return model
+
+
+def _restore_standalone_nadam(h5: str, opt: Any) -> bool:
+    """Standalone Keras 2.0-2.2 Nadam saved [iterations] + ms + vs (keras/optimizers.py; m_schedule only from 2.3):
+    tf_keras's legacy Nadam, which computes the same update, keeps [iterations, momentum_cache] + ms + vs, so its
+    loader gives up on the file. Set them in that order with the momentum product at 1.0 (Keras 2 restarted it so)
+    when every shape agrees; False (nothing assigned) otherwise."""
+    from k2to3.core.h5safe import open_checked, read_dataset
+    from k2to3.formats.artifact import names_attr
+
+    if type(opt).__name__ != "Nadam" or not hasattr(opt, "_m_cache"):
+        return False
+    f = open_checked(h5)
+    try:
+        names = names_attr(f["optimizer_weights"], "weight_names") if "optimizer_weights" in f else []
+        values = [read_dataset(f, f"optimizer_weights/{n}") for n in names]
+    finally:
+        f.close()
+    weights = opt.weights
+    if len(values) != len(weights) - 1 or not names or not any("Variable" in n for n in names):
+        return False
+    values = [values[0], np.asarray(1.0, np.float32), *values[1:]]
+    if any(tuple(np.shape(v)) != tuple(w.shape) for v, w in zip(values, weights)):
+        return False
+    opt.set_weights(values)
+    return True
 
 
 def _restore_by_name(h5: str, variables: list[Any]) -> bool:

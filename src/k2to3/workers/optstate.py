@@ -58,9 +58,14 @@ def _assign_slots(keras: Any, opt: Any, inner: Any, state: Any, artifact: Legacy
                 inner.iterations.assign(iteration)
                 mapping[slot.saved_name] = index[id(inner.iterations)]
                 continue
-            if slot.slot == "m_schedule":  # standalone Keras 2.3 Nadam's momentum product: Keras 3 keeps its
-                ignored.append(slot.saved_name)  # u_product unsaved and restarts it at 1.0 (K2T606)
-                notes.append("Nadam m_schedule not carried: Keras 3 saves no momentum product (K2T606)")
+            if slot.slot in ("m_schedule", "momentum_cache"):  # Keras 2 Nadam's momentum product (K2T605)
+                product = getattr(inner, "_u_product", None)
+                if product is None or type(inner).__name__ != "Keras2Nadam":
+                    ignored.append(slot.saved_name)
+                    notes.append(f"Nadam {slot.slot} not carried: the Keras 3 optimizer is not k2to3>Keras2Nadam")
+                    continue
+                product.assign(np.asarray(value, np.float32).reshape(()))
+                mapping[slot.saved_name] = index[id(product)]
                 continue
             target_list = lists.get(SLOTS[state.class_name][slot.slot]) or []
             if not target_list and slot.slot == "vhat" and value.shape == (1,):
