@@ -10,6 +10,7 @@ sides compute the deterministic training graph (BatchNormalization still uses ba
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ def disabled_noise(model: Any) -> list[str]:
     return sorted({f"{layer}.{attr}" for layer, attr in noise_off(model)})
 
 
-def _layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray]]:
+def layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray]]:
     """Weights per top-level layer in Keras 2's saved order (trainable, then non-trainable)."""
     names, arrays = [], []
     for layer in model.layers:
@@ -34,7 +35,7 @@ def _layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarra
     return names, arrays
 
 
-def _load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
+def load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
     with np.load(req["inputs"]) as z:
         xs = [z[f"in{i}"] for i in range(len(z.files))]
     with np.load(req["targets"]) as z:
@@ -42,7 +43,7 @@ def _load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
     return (xs[0] if len(xs) == 1 else xs), (ys[0] if len(ys) == 1 else ys)
 
 
-def _steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[float]:
+def train_steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> list[float]:
     losses = []
     for i in range(n):
         model.reset_metrics()
@@ -66,7 +67,7 @@ def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[
             "from": "training step", **extra}
 
 
-def _save(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
+def save_weights(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
     np.savez(path, **{f"w{i}": a for i, a in enumerate(arrays)})
 
 
@@ -86,7 +87,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     opt = model.optimizer
     np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
                                   for i, v in enumerate(opt.variables)})
-    x, y = _load_batch(req)
+    x, y = load_batch(req)
     step_grads, spy = {}, None
     if req.get("grads_out"):
         from k2to3.workers.grads import gradient_notes
@@ -100,9 +101,9 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
             step_grads["seconds"] = seconds
             step_grads["grads"] = spy.take(keras.ops.convert_to_numpy)
 
-    losses = _steps(model, x, y, int(req["steps"]), after_first if spy else None)
-    names, arrays = _layer_weights(model, keras.ops.convert_to_numpy)
-    _save(req["weights_out"], names, arrays)
+    losses = train_steps(model, x, y, int(req["steps"]), after_first if spy else None)
+    names, arrays = layer_weights(model, keras.ops.convert_to_numpy)
+    save_weights(req["weights_out"], names, arrays)
     inner = getattr(opt, "inner_optimizer", opt)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
@@ -114,9 +115,19 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
+@dataclass
+class Reference:
+    """The tf_keras model of the original file, its optimizer state loaded, training noise off, before any step."""
+
+    model: Any
+    inner: Any  # the optimizer that holds the slots (a LossScaleOptimizer's inner one)
+    noise: list[str]  # the noise rates set to 0
+    source: str | None  # who loaded the optimizer state (None: nobody, a fresh optimizer)
+
+
+def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
     """tf_keras loads the original file with its compile state and optimizer weights (its own loader: an
-    independent check of k2to3's slot mapping) and runs the steps."""
+    independent check of k2to3's slot mapping); a reply saying why not when it cannot be a reference."""
     import tf_keras
 
     from k2to3.core.h5safe import check_file
@@ -149,14 +160,9 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     # u_product counter, K2T606): its eager and compiled steps differ, and model.fit runs the compiled one.
     model.run_eagerly = not hasattr(getattr(model.optimizer, "inner_optimizer", model.optimizer),
                                     "_u_product_counter")
-    x, y = _load_batch(req)
-    if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (checks/gradients.py)
-        from k2to3.workers.grads import nudge
-
-        x = nudge(x, float(req["nudge"]))
     opt = model.optimizer
     inner = getattr(opt, "inner_optimizer", opt)
-    variables = inner.variables() if callable(inner.variables) else inner.variables
+    variables = optimizer_variables(inner)
     # a fresh optimizer holds zeros and step 0 (Nadam's momentum product starts at 1: not state)
     loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:] if not v.name.startswith("momentum_cache")) \
         or int(np.asarray(inner.iterations)) > 0
@@ -166,15 +172,37 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
                   "resumed (it saved none; tf_keras's loader gave up on this file)")
     elif not loaded and _restore_by_name(req["h5"], variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
+    return Reference(model, inner, noise, source)
+
+
+def optimizer_variables(opt: Any) -> list[Any]:
+    """tf_keras optimizer_v2's variables() is a method, the >= 2.11 optimizers' a property."""
+    return list(opt.variables() if callable(opt.variables) else opt.variables)
+
+
+def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
+    """The tf_keras reference of the steps: the original file, as load_reference loads it."""
+    import tf_keras
+
+    ref = load_reference(req)
+    if isinstance(ref, dict):
+        return ref
+    model, inner, noise, source = ref.model, ref.inner, ref.noise, ref.source
+    opt = model.optimizer
+    x, y = load_batch(req)
+    if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (checks/gradients.py)
+        from k2to3.workers.grads import nudge
+
+        x = nudge(x, float(req["nudge"]))
     spy, step_seconds = None, []
     probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
     if req.get("grads_out"):
         from k2to3.workers.stepgrads import GoldenStepGrads
 
         spy = GoldenStepGrads(model)
-    losses = _steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
-    names, arrays = _layer_weights(model, np.asarray)
-    _save(req["weights_out"], names, arrays)
+    losses = train_steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
+    names, arrays = layer_weights(model, np.asarray)
+    save_weights(req["weights_out"], names, arrays)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
              "iterations_after": int(np.asarray(inner.iterations))}

@@ -1,0 +1,136 @@
+"""The float32 noise floor of a training mismatch (`training.backends.<b>.noise`,
+docs/optimizers.md#float32-training-noise). Outputs have theirs (checks/noise.py); a training step needs its own: an
+adaptive optimizer turns float32 rounding in a gradient whose true value is 0 (a bias in front of
+BatchNormalization) into a step of the learning rate's size, so the weights after the steps can differ from
+tf_keras's by 1e-3 while every computation agrees to float32 rounding.
+
+tf_keras measures its own sensitivity: the same steps from the file's state, each trainable weight moved by ±1e-6
+relative, in four runs (workers/fitnoise.py). Each weight that failed the strict tolerance gets its floor, the
+largest change those runs make to it, and k = the backend's error / floor; within float32 training noise when every
+k <= NOISE_K (the outputs' bound), the losses included. A mismatch rounding cannot explain (a lost iteration count,
+a slot loaded differently from the file, a different number of weights) is not measured: it stays a mismatch."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from k2to3.checks.base import Run
+from k2to3.core.compare import NOISE_K
+from k2to3.core.seeds import SENSITIVITY_EPS
+from k2to3.workers.pool import WorkerError, reply_or_error
+
+# Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds). Measured on
+# tests/fixtures/optimizers/conv_bn_adam.h5 (2 Adam steps): with two runs the floor of the bias in front of the second
+# BatchNormalization came out 0.7e-3 to 1.9e-3 (by seed), with four 2.5e-3; the backends' error there is 2.1e-3 to
+# 2.6e-3 (k <= 1.0). A uniform scale of the inputs (the gradients' probe) moved it 0.7e-3 only: the first
+# BatchNormalization normalises the scale away.
+RUNS, NUDGE_EPS, NUDGE_SEED = 4, SENSITIVITY_EPS, 25
+WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
+
+
+def not_noise(row: dict[str, Any], ref: dict[str, Any]) -> str | None:
+    """Why this backend's mismatch cannot be float32 rounding (None: it may be, measure it)."""
+    if "weights" not in row:
+        return row.get("reason") or "no weights to compare"
+    if row.get("iterations_after") != ref.get("iterations_after"):
+        return (f"{row.get('iterations_after')} optimizer iterations after the steps, tf_keras "
+                f"{ref.get('iterations_after')}: the step count is not the file's")
+    sal = row.get("state_as_loaded")
+    if sal and sal["equal"] != sal["slots"]:
+        return f"{sal['slots'] - sal['equal']} optimizer slot(s) as loaded differ from the file's: {sal['differ']}"
+    return None
+
+
+def _probe(run: Run, common: dict[str, Any]) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+    outs = [run.npz(f"fit-noise-{i}") for i in range(RUNS)]
+
+    def job(w: Any) -> Any:
+        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seed=NUDGE_SEED,
+                      **common, **run.golden_args)
+
+    try:
+        reply = reply_or_error(run.pool.run({"tensorflow": [job]}, run.weight_bytes)["tensorflow"][0])
+    except WorkerError as exc:
+        reply = {"error": exc.message}
+    if "error" in reply or not reply.get("available"):
+        return {"available": False, "reason": reply.get("error") or reply.get("reason")}, []
+    runs = []
+    for out in outs:
+        with np.load(out) as z:
+            runs.append([z[f"w{i}"] for i in range(len(z.files))])
+    return reply, runs
+
+
+def _floors(ref_w: list[np.ndarray], runs: list[list[np.ndarray]]) -> list[float]:
+    """Per weight: the largest change the nudges make to it (float64 differences)."""
+    return [max(float(np.max(np.abs(p[i].astype(np.float64) - r))) if r.size else 0.0 for p in runs)
+            for i, r in enumerate(ref_w)]
+
+
+def _k(err: float, floor: float) -> float:
+    return err / floor if floor > 0 else (0.0 if err == 0 else float("inf"))
+
+
+def judge(row: dict[str, Any], floors: list[float], loss_floor: float) -> dict[str, Any]:
+    """One backend's `noise` entry from the floors: every weight outside the strict tolerance, with its k."""
+    weights = [{"weight": w["weight"], "max_abs": w["max_abs"], "floor": floors[i], "k": _k(w["max_abs"], floors[i])}
+               for i, w in enumerate(row["weights"]) if not w["allclose"]]
+    ks = [w["k"] for w in weights]
+    if not row.get("loss_allclose", True):
+        ks.append(_k(row["loss_max_abs"], loss_floor))
+    k = max(ks, default=0.0)
+    return {"verdict": WITHIN if k <= NOISE_K else BEYOND, "k": k, "k_max": NOISE_K, "loss_floor": loss_floor,
+            "weights": weights}
+
+
+def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[np.ndarray]) -> None:
+    """On a training mismatch only: fills backends[b]["noise"] of each mismatching backend and sets its status to
+    within_float32_noise when the nudges explain every difference."""
+    backends = section["backends"]
+    bad = [b for b, v in backends.items() if v.get("status") == "mismatch"]
+    if not bad:
+        return
+    measured = []
+    for b in bad:
+        why = not_noise(backends[b], ref)
+        if why:
+            backends[b]["noise"] = {"verdict": "not_measured", "reason": why}
+        else:
+            measured.append(b)
+    if not measured:
+        return
+    t0 = time.perf_counter()
+    run.progress(f"training mismatch on {', '.join(measured)}: tf_keras reruns the steps on nudged inputs to measure "
+                 "the float32 training noise")
+    reply, runs = _probe(run, run.state["training"]["common"])
+    section["noise_probe"] = {"runs": RUNS, "weights_moved_by": NUDGE_EPS, "available": reply.get("available", False),
+                              **({"reason": reply["reason"]} if not reply.get("available") else
+                                 {"losses": [r["losses"] for r in reply["runs"]]}),
+                              "seconds": round(time.perf_counter() - t0, 3)}
+    if not reply.get("available"):
+        for b in measured:
+            backends[b]["noise"] = {"verdict": "unavailable", "reason": reply.get("reason")}
+        return
+    floors = _floors(ref_w, runs)
+    ref_losses = np.asarray(ref["losses"], np.float64)
+    loss_floor = max((float(np.max(np.abs(np.asarray(r["losses"], np.float64) - ref_losses))) if ref_losses.size
+                      else 0.0) for r in reply["runs"])
+    for b in measured:
+        backends[b]["noise"] = judge(backends[b], floors, loss_floor)
+        if backends[b]["noise"]["verdict"] == WITHIN:
+            backends[b]["status"] = WITHIN
+    run.timings["training_noise_seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def cell(noise: dict[str, Any] | None) -> str:
+    """A backend's training noise verdict in a few words: `within (k=0.8: c1[1], c2[1])`; empty when not measured."""
+    if not noise:
+        return ""
+    if noise["verdict"] in ("unavailable", "not_measured"):
+        return f"{noise['verdict'].replace('_', ' ')}: {noise.get('reason')}"
+    word = "within" if noise["verdict"] == WITHIN else "beyond"
+    names = ", ".join(w["weight"] for w in noise["weights"][:4]) + (", ..." if len(noise["weights"]) > 4 else "")
+    return f"{word} (k={noise['k']:.2g}{': ' + names if names else ''})"
