@@ -143,7 +143,8 @@ def collect(run: Run, done: dict[str, Done]) -> None:
         return
     section["reference"] = {"losses": ref["losses"], "optimizer_class": ref["optimizer_class"],
                             "state_loaded": ref["state_loaded"], "state_source": ref.get("state_source"),
-                            "iterations_after": ref["iterations_after"], "noise_disabled": ref["noise_disabled"]}
+                            "iterations_after": ref["iterations_after"], "noise_disabled": ref["noise_disabled"],
+                            "batchnorm_unfused": ref.get("batchnorm_unfused", [])}
     if not ref["state_loaded"] and (report.get("optimizer") or {}).get("status") == "restored":
         section.update(status="unavailable", reason="the tf_keras reference could not load the file's optimizer "
                        "state, so its steps start from a fresh optimizer and are not a reference")
@@ -204,7 +205,10 @@ def markdown(report: dict[str, Any]) -> list[str]:
                      f"{'loaded from the file' if ref.get('state_loaded') else 'not loaded'}"
                      + (f" ({ref['state_source']})" if ref.get("state_source") else "")
                      + f", losses {', '.join(fmt(x) for x in ref.get('losses') or [])}, iterations after "
-                     f"{ref.get('iterations_after')}.")
+                     f"{ref.get('iterations_after')}."
+                     + (f" {len(ref['batchnorm_unfused'])} BatchNormalization layer(s) on tf_keras's unfused path, "
+                        "whose moving variance follows the biased batch variance as Keras 3's does (K2T611)."
+                        if ref.get("batchnorm_unfused") else ""))
     if t.get("backends"):
         lines += ["", "| backend | status | losses | loss max abs | weights max abs | weights max rel | min atol | "
                   "first divergent weight | optimizer slots as loaded | float32 training noise |",
@@ -223,7 +227,8 @@ def markdown(report: dict[str, Any]) -> list[str]:
     if t.get("status") == trainingnoise.WITHIN:
         lines.append(f"\nEvery difference outside rtol={t['rtol']:g}, atol={t['atol']:g} is within float32 training "
                      f"noise: at most k={trainingnoise.NOISE_K:g} times the change tf_keras's own steps make to that "
-                     "weight when its own weights move by a relative 1e-6, largest of four runs (its floor); the strict figures stay above.")
+                     "weight when its own weights move by a relative 1e-6, largest of four runs (its floor); the "
+                     "strict figures stay above.")
         for b, v in t["backends"].items():
             for w in (v.get("noise") or {}).get("weights") or []:
                 lines.append(f"- {b} `{w['weight']}`: max abs {fmt(w['max_abs'])}, floor {fmt(w['floor'])}, "

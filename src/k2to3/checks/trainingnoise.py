@@ -23,10 +23,10 @@ from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.pool import WorkerError, reply_or_error
 
 # Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds). Measured on
-# tests/fixtures/optimizers/conv_bn_adam.h5 (2 Adam steps): with two runs the floor of the bias in front of the second
-# BatchNormalization came out 0.7e-3 to 1.9e-3 (by seed), with four 2.5e-3; the backends' error there is 2.1e-3 to
-# 2.6e-3 (k <= 1.0). A uniform scale of the inputs (the gradients' probe) moved it 0.7e-3 only: the first
-# BatchNormalization normalises the scale away.
+# tests/fixtures/optimizers/conv_bn_adam.h5 (2 Adam steps, tf_keras on its fused BatchNormalization kernel): with two
+# runs the floor of the bias in front of the second BatchNormalization came out 0.7e-3 to 1.9e-3 (by seed), with
+# four 2.5e-3, for backend errors of 2.1e-3 to 2.6e-3 there. A uniform scale of the inputs (the gradients' probe)
+# moved it 0.7e-3 only: the first BatchNormalization normalises the scale away.
 RUNS, NUDGE_EPS, NUDGE_SEED = 4, SENSITIVITY_EPS, 25
 WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
 
@@ -103,8 +103,8 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     if not measured:
         return
     t0 = time.perf_counter()
-    run.progress(f"training mismatch on {', '.join(measured)}: tf_keras reruns the steps on nudged inputs to measure "
-                 "the float32 training noise")
+    run.progress(f"training mismatch on {', '.join(measured)}: tf_keras reruns the steps with nudged weights to "
+                 "measure the float32 training noise")
     reply, runs = _probe(run, run.state["training"]["common"])
     section["noise_probe"] = {"runs": RUNS, "weights_moved_by": NUDGE_EPS, "available": reply.get("available", False),
                               **({"reason": reply["reason"]} if not reply.get("available") else

@@ -16,6 +16,7 @@ from k2to3.upgrade import values
 from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name, portable_function
 from k2to3.upgrade.core import Upgrader
 from k2to3.upgrade.keras1 import translate as keras1
+from k2to3.upgrade.needs import walk_layers
 from k2to3.upgrade.plan import (
     INNER_LAYER_KEYS,
     MODEL_CLASSES,
@@ -74,4 +75,10 @@ def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None
     up.plan.model = up.model(cls, cfg["config"])
     if training_config:
         up.plan.compile = TrainingConfig(up).translate(training_config)
+        bn = [la.get("config", {}).get("name") for la in walk_layers(cfg) if la.get("class_name") ==
+              "BatchNormalization"]
+        if bn:  # only a resumed training sees it (rules/optimizers.toml)
+            up.note("K2T611", "info", f"{len(bn)} BatchNormalization layer(s): a Keras 3 training step moves the "
+                    "moving variance toward the biased batch variance, Keras 2's fused kernel toward the unbiased "
+                    "one (x n/(n-1)); outputs and gradients are the same", None, "see docs/optimizers.md#k2t611")
     return up.plan

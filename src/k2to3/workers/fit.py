@@ -123,6 +123,22 @@ class Reference:
     inner: Any  # the optimizer that holds the slots (a LossScaleOptimizer's inner one)
     noise: list[str]  # the noise rates set to 0
     source: str | None  # who loaded the optimizer state (None: nobody, a fresh optimizer)
+    unfused: list[str]  # the BatchNormalization layers set to tf_keras's unfused path (unfuse_batchnorm)
+
+
+def unfuse_batchnorm(model: Any) -> list[str]:
+    """tf_keras's fused BatchNormalization kernel (4D inputs) moves the moving variance toward the unbiased batch
+    variance (x n/(n-1)); its unfused path and Keras 3 toward the biased one (rule K2T611). The reference takes the
+    unfused path, so that both sides compute one update: the outputs and the gradients are the same either way
+    (both normalise with the biased variance). Returns the layers changed."""
+    from k2to3.workers.noise import layers
+
+    changed = []
+    for layer in layers(model):
+        if "BatchNormalization" in type(layer).__name__ and getattr(layer, "fused", False):
+            layer.fused = False
+            changed.append(layer.name)
+    return sorted(changed)
 
 
 def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
@@ -153,7 +169,7 @@ def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
         return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
     if req.get("loss"):
         model.compile(optimizer=model.optimizer, loss=req["loss"])
-    noise = disabled_noise(model)
+    noise, unfused = disabled_noise(model), unfuse_batchnorm(model)
     # The reference runs eagerly: the same kernels without the graph trace (ResNet50: 1.7 s against 5.8 s for
     # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph. Except an
     # optimizer whose update depends on Python state fixed when the step is traced (tf_keras >= 2.11 Nadam's
@@ -172,7 +188,7 @@ def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
                   "resumed (it saved none; tf_keras's loader gave up on this file)")
     elif not loaded and _restore_by_name(req["h5"], variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
-    return Reference(model, inner, noise, source)
+    return Reference(model, inner, noise, source, unfused)
 
 
 def optimizer_variables(opt: Any) -> list[Any]:
@@ -205,7 +221,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     save_weights(req["weights_out"], names, arrays)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
-             "iterations_after": int(np.asarray(inner.iterations))}
+             "iterations_after": int(np.asarray(inner.iterations)), "batchnorm_unfused": ref.unfused}
     if spy is not None:
         reply["grads"] = _save_step_grads(req["grads_out"], spy.take(), spy.variables,
                                           [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
