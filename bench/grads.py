@@ -4,9 +4,11 @@ saved as HDF5 into tests/.cache; generated on demand, as for bench/convert.py).
 Both runs share one warm worker pool started by this script (so backend imports are paid once, before either
 timed run), on tensorflow, torch and jax, in the same order each repeat: plain `convert`, then
 `convert --grads --fit-steps 1`. Prints the wall time of each, the time --grads added and its ratio to the plain convert
-(target: at most 0.5), and where the gradient time went (tf_keras and per backend, inside the workers).
+(targets, issue 25: at most 1.0 with a warm compile cache, 1.5 cold), and where the time went.
 
-Usage: python bench/grads.py [--repeat N]
+Usage: python bench/grads.py [--repeat N] [--warm]
+  cold (default): jax's persistent compilation cache off, as a first conversion on a machine
+  --warm: the cache on, and one untimed run of each kind first (a team converting its second model)
 """
 
 from __future__ import annotations
@@ -44,13 +46,14 @@ os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--warm", action="store_true")
     args = ap.parse_args()
     if not MODEL.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-c", MAKE, str(MODEL)], check=True)
     # Cold, as a first conversion: jax's persistent compilation cache would serve later runs the compiled
     # predict and training step (docs/convert.md#jax-compilation-cache).
-    os.environ["K2TO3_JAX_CACHE"] = "off"
+    os.environ["K2TO3_JAX_CACHE"] = "on" if args.warm else "off"
     from k2to3.core.options import ConvertOptions as Options
     from k2to3.pipeline.convert import convert
     from k2to3.workers.pool import Pool
@@ -60,6 +63,11 @@ def main() -> None:
         pool.start()
         for w in pool.workers.values():
             w.wait_ready()
+        if args.warm:
+            for with_grads in (False, True):
+                out = Path(tmp) / f"warm-{int(with_grads)}.keras"
+                convert(Options(src=MODEL, output=out, grads=with_grads, fit_steps=int(with_grads)), pool=pool)
+                out.unlink()
         for i in range(args.repeat):
             for with_grads, times in ((False, plain), (True, grads)):
                 out = Path(tmp) / f"r{i}-{int(with_grads)}.keras"
@@ -69,7 +77,9 @@ def main() -> None:
                 times.append(time.perf_counter() - t0)
                 print(f"run {i} {'--grads' if with_grads else 'plain  '}: {times[-1]:7.1f} s  verdict "
                       f"{rep['verdict']}" + (f", gradients {rep['gradients']['verdict']}, training "
-                                             f"{rep['training'].get('status')}" if with_grads else ""),
+                                             f"{rep['training'].get('status')}, noise probe "
+                                             f"{(rep['training'].get('noise_probe') or {}).get('seconds', 0):.1f} s"
+                                             if with_grads else ""),
                       flush=True)
                 if with_grads:
                     g = rep["gradients"]
@@ -77,10 +87,12 @@ def main() -> None:
                                    **{f"{b} worst rel_l2": v.get("max_rel_l2") for b, v in g["backends"].items()}})
                 out.unlink()
     p, g = statistics.median(plain), statistics.median(grads)
-    print(f"\nResNet50 ({MODEL.stat().st_size / 2**20:.0f} MB h5), cores: {os.cpu_count()}, repeats: {args.repeat}")
+    print(f"\nResNet50 ({MODEL.stat().st_size / 2**20:.0f} MB h5), cores: {os.cpu_count()}, repeats: {args.repeat}, "
+          f"jax compilation cache {'warm' if args.warm else 'off (cold)'}")
     print(f"plain convert:   {p:7.1f} s (median)")
     print(f"convert --grads: {g:7.1f} s (median)")
-    print(f"added by --grads: {g - p:6.1f} s = {((g - p) / p):.2f}x of plain convert (target <= 0.5x)")
+    print(f"added by --grads: {g - p:6.1f} s = {((g - p) / p):.2f}x of plain convert (target <= "
+          f"{'1.0' if args.warm else '1.5'}x)")
     step = statistics.median(d["total"] for d in detail)
     print(f"the gradient step alone (wall, measured inside convert --grads): {step:6.1f} s = {step / p:.2f}x of plain "
           "convert (the honest figure when the machine is loaded and the two runs' other steps vary)")

@@ -66,7 +66,8 @@ def test_adam_bias_before_batchnorm_is_within_float32_training_noise(converted):
     _, r = converted
     t = r["training"]
     assert r["verdict"] == "parity" and r["exit_code"] == 0 and t["status"] == WITHIN, t
-    assert t["noise_probe"]["available"] and t["noise_probe"]["runs"] == 4
+    # rounds of 1, 1 and 2 runs, each only when the runs before it do not explain every difference
+    assert t["noise_probe"]["available"] and t["noise_probe"]["runs"] in (1, 2, 4)
     # tensorflow computes what tf_keras does to the bit here; torch and jax round differently
     assert t["backends"]["tensorflow"]["status"] in ("parity", WITHIN)
     for b in ("torch", "jax"):
@@ -152,15 +153,21 @@ def test_the_probe_restarts_from_the_file_state_each_run(pool, tmp_path, name):
     common = {"h5": str(OPT / f"{name}.h5"), "inputs": str(tmp_path / "x.npz"), "targets": str(tmp_path / "y.npz"),
               "steps": 2, "loss": None}
     w = pool.get("tensorflow")
-    ref = w.call("fit_golden", weights_out=str(tmp_path / "ref.npz"), **common)
+    # held: the reference fit_golden loaded stays in the worker for the probe, kept between two calls
+    ref = w.call("fit_golden", weights_out=str(tmp_path / "ref.npz"), hold=True, **common)
     outs = [str(tmp_path / f"p{i}.npz") for i in range(2)]
-    probe = w.call("fit_noise", weights_out=outs, eps=0.0, seed=1, **common)
-    assert ref["available"] and probe["available"] and ref["state_loaded"]
+    probes = [w.call("fit_noise", weights_out=outs[:1], eps=0.0, seeds=[1], keep=True, **common),
+              w.call("fit_noise", weights_out=outs[1:], eps=0.0, seeds=[2], **common)]
+    assert w.call("drop_held")["dropped"] == []  # the last call without keep released it
+    assert ref["available"] and ref["state_loaded"] and all(p["available"] for p in probes)
+    # not held: loaded again
+    again = w.call("fit_noise", weights_out=[str(tmp_path / "q.npz")], eps=0.0, seeds=[1], **common)
+    assert again["load_seconds"] > max(p["load_seconds"] for p in probes)
     want = _weights(tmp_path / "ref.npz")
-    for out, run in zip(outs, probe["runs"]):
+    for out, run in zip([*outs, str(tmp_path / "q.npz")], [p["runs"][0] for p in (*probes, again)]):
         assert run["losses"] == ref["losses"] and run["iterations_after"] == ref["iterations_after"]
         assert all(np.array_equal(a, b) for a, b in zip(_weights(Path(out)), want, strict=True))
-    w.call("fit_noise", weights_out=outs[:1], eps=1e-6, seed=1, **common)
+    w.call("fit_noise", weights_out=outs[:1], eps=1e-6, seeds=[1], **common)
     assert not all(np.array_equal(a, b) for a, b in zip(_weights(Path(outs[0])), want))  # and a nudge moves them
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import divergence, noise
+from k2to3.checks import divergence, noise, trainingnoise
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.core.compare import compare_outputs
@@ -20,18 +20,22 @@ from k2to3.workers.pool import WorkerError
 
 def jobs(run: Run) -> Jobs:
     """One process per backend: the tensorflow worker computes the tf_keras golden and then verifies; torch and jax
-    verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another."""
+    verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another. With
+    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models): the tf_keras
+    golden is then computed by the reference those steps train (op golden_reference), for a plain file."""
+    hold = trainingnoise.hold_models(run)
+    golden_op = "golden_reference" if hold and not run.golden_args else "golden"
 
     def verify_on(b: str) -> Any:
         return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
-                                layers=False, modules=run.modules)
+                                layers=False, modules=run.modules, hold=hold)
 
     def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
         golden, gerr = None, None
         if run.given is None and run.reference_h5 is not None and run.pool.golden:
             try:
-                golden = w.call("golden", h5=str(run.reference_h5), inputs=run.npz("inputs"),
-                                out=run.npz("golden"), layers=False, **run.golden_args)
+                golden = w.call(golden_op, h5=str(run.reference_h5), inputs=run.npz("inputs"),
+                                out=run.npz("golden"), layers=False, loss=run.options.loss, **run.golden_args)
             except WorkerError as exc:
                 gerr = exc
         return golden, gerr

@@ -105,7 +105,8 @@ def jobs(run: Run) -> Jobs:
     ys = load_targets(opts.targets, run.outputs) if opts.targets else make_targets(compile_losses(run), run.outputs)
     np.savez(run.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
     common = {"inputs": run.npz("inputs"), "targets": run.npz("fit-targets"), "steps": steps, "loss": opts.loss}
-    run.state["training"] = {"common": common}  # a mismatch's noise probe runs the same steps (trainingnoise.py)
+    # a mismatch's noise probe runs the same steps, on the reference held in its worker (trainingnoise.py)
+    run.state["training"] = {"common": common, "held": trainingnoise.hold_models(run)}
     rtol, atol = REDUCED_FIT_TOLERANCE if set(run.report.get("dtype_policies") or ()) & REDUCED \
         else (FIT_RTOL, FIT_ATOL)
     run.report["training"] = {"steps": steps, "rtol": rtol, "atol": atol,
@@ -117,7 +118,7 @@ def jobs(run: Run) -> Jobs:
 
     def golden(w: Any) -> Any:
         return w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.npz("fit-ref"), **common,
-                      **run.golden_args, **probe)
+                      **run.golden_args, **probe, hold=run.state["training"]["held"])
 
     def k3(b: str) -> Any:
         return lambda w: w.call("fit", keras=str(run.keras), weights_out=run.npz(f"fit-{b}"),
@@ -131,7 +132,15 @@ def jobs(run: Run) -> Jobs:
 
 
 def collect(run: Run, done: dict[str, Done]) -> None:
-    """Fill report["training"] from the replies of the training jobs."""
+    """Fill report["training"] from the replies of the training jobs; the reference held for a noise probe is
+    dropped whatever happens."""
+    try:
+        _collect(run, done)
+    finally:
+        trainingnoise.release(run)
+
+
+def _collect(run: Run, done: dict[str, Done]) -> None:
     mine, report = done["training"], run.report
     section = report["training"]
     ref = reply_or_error(mine["tensorflow"][0])
@@ -227,7 +236,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
     if t.get("status") == trainingnoise.WITHIN:
         lines.append(f"\nEvery difference outside rtol={t['rtol']:g}, atol={t['atol']:g} is within float32 training "
                      f"noise: at most k={trainingnoise.NOISE_K:g} times the change tf_keras's own steps make to that "
-                     "weight when its own weights move by a relative 1e-6, largest of four runs (its floor); the "
+                     "weight when its own weights move by a relative 1e-6, largest over its runs (its floor); the "
                      "strict figures stay above.")
         for b, v in t["backends"].items():
             for w in (v.get("noise") or {}).get("weights") or []:

@@ -5,8 +5,8 @@ BatchNormalization) into a step of the learning rate's size, so the weights afte
 tf_keras's by 1e-3 while every computation agrees to float32 rounding.
 
 tf_keras measures its own sensitivity: the same steps from the file's state, each trainable weight moved by ±1e-6
-relative, in four runs (workers/fitnoise.py). Each weight that failed the strict tolerance gets its floor, the
-largest change those runs make to it, and k = the backend's error / floor; within float32 training noise when every
+relative, in up to four runs (workers/fitnoise.py). Each weight that failed the strict tolerance gets its floor,
+the largest change those runs make to it, and k = the backend's error / floor; within float32 training noise when every
 k <= NOISE_K (the outputs' bound), the losses included. A mismatch rounding cannot explain (a lost iteration count,
 a slot loaded differently from the file, a different number of weights) is not measured: it stays a mismatch."""
 
@@ -27,7 +27,31 @@ from k2to3.workers.pool import WorkerError, reply_or_error
 # runs the floor of the bias in front of the second BatchNormalization came out 0.7e-3 to 1.9e-3 (by seed), with
 # four 2.5e-3, for backend errors of 2.1e-3 to 2.6e-3 there. A uniform scale of the inputs (the gradients' probe)
 # moved it 0.7e-3 only: the first BatchNormalization normalises the scale away.
-RUNS, NUDGE_EPS, NUDGE_SEED = 4, SENSITIVITY_EPS, 25
+# The runs go in rounds of 1, 1 and 2: floors only grow with runs, so once the runs so far explain every difference
+# more runs cannot change the verdict, and they run only while they do not (fewer runs is the stricter test).
+ROUNDS, NUDGE_EPS, NUDGE_SEED = (1, 1, 2), SENSITIVITY_EPS, 25
+RUNS = sum(ROUNDS)
+# With --fit-steps the models stay in their workers between jobs (workers/held.py: the .keras verify loaded for fit,
+# the tf_keras golden model for the reference steps, the reference's state before its steps for this probe) up to
+# this size of weights: a held state is a second copy of the weights and the optimizer slots.
+HOLD_MAX_BYTES = 512 << 20
+
+
+def hold_models(run: Run) -> bool:
+    """Do this run's workers keep their models between the verification, the training steps and the probe?"""
+    return bool(run.options.fit_steps) and run.weight_bytes <= HOLD_MAX_BYTES
+
+
+def release(run: Run) -> None:
+    """Every model this run's workers hold dropped (at the end of the training check, whatever happened); a
+    worker already closed holds nothing."""
+    if not run.state.get("training", {}).pop("held", False):
+        return
+    for worker in list(run.pool.workers.values()):
+        try:
+            worker.call("drop_held")
+        except WorkerError:
+            pass
 WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
 
 
@@ -44,11 +68,14 @@ def not_noise(row: dict[str, Any], ref: dict[str, Any]) -> str | None:
     return None
 
 
-def _probe(run: Run, common: dict[str, Any]) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
-    outs = [run.npz(f"fit-noise-{i}") for i in range(RUNS)]
+def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool
+           ) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+    """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
+    outs = [run.npz(f"fit-noise-{i}") for i in range(first, first + n)]
+    seeds = [NUDGE_SEED + i for i in range(first, first + n)]
 
     def job(w: Any) -> Any:
-        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seed=NUDGE_SEED,
+        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
                       **common, **run.golden_args)
 
     try:
@@ -64,10 +91,12 @@ def _probe(run: Run, common: dict[str, Any]) -> tuple[dict[str, Any], list[list[
     return reply, runs
 
 
-def _floors(ref_w: list[np.ndarray], runs: list[list[np.ndarray]]) -> list[float]:
-    """Per weight: the largest change the nudges make to it (float64 differences)."""
-    return [max(float(np.max(np.abs(p[i].astype(np.float64) - r))) if r.size else 0.0 for p in runs)
-            for i, r in enumerate(ref_w)]
+def _floors(ref_w: list[np.ndarray], runs: list[list[np.ndarray]], floors: list[float] | None) -> list[float]:
+    """Per weight: the largest change the runs make to it, with `floors` of earlier runs. In the weights' own dtype:
+    the difference of two close float32 numbers is exact."""
+    new = [max((float(np.max(np.abs(p[i] - r))) if r.size else 0.0 for p in runs), default=0.0)
+           for i, r in enumerate(ref_w)]
+    return new if floors is None else [max(a, b) for a, b in zip(floors, new)]
 
 
 def _k(err: float, floor: float) -> float:
@@ -105,22 +134,36 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     t0 = time.perf_counter()
     run.progress(f"training mismatch on {', '.join(measured)}: tf_keras reruns the steps with nudged weights to "
                  "measure the float32 training noise")
-    reply, runs = _probe(run, run.state["training"]["common"])
-    section["noise_probe"] = {"runs": RUNS, "weights_moved_by": NUDGE_EPS, "available": reply.get("available", False),
-                              **({"reason": reply["reason"]} if not reply.get("available") else
-                                 {"losses": [r["losses"] for r in reply["runs"]]}),
+    ref_losses = np.asarray(ref["losses"], np.float64)
+    floors: list[float] | None = None
+    loss_floor, losses, reply = 0.0, [], {}
+    first = 0
+    for i, n in enumerate(ROUNDS):
+        last = i == len(ROUNDS) - 1
+        reply, runs = _probe(run, run.state["training"]["common"], first, n, keep=not last)
+        first += n
+        if not reply.get("available"):
+            break
+        floors = _floors(ref_w, runs, floors)
+        for r in reply["runs"]:
+            losses.append(r["losses"])
+            if ref_losses.size:
+                diff = np.abs(np.asarray(r["losses"], np.float64) - ref_losses)
+                loss_floor = max(loss_floor, float(np.max(diff)))
+        verdicts = {b: judge(backends[b], floors, loss_floor) for b in measured}
+        if all(v["verdict"] == WITHIN for v in verdicts.values()) or last:
+            break
+    section["noise_probe"] = {"runs": len(losses), "weights_moved_by": NUDGE_EPS,
+                              "available": bool(reply.get("available")),
+                              **({"losses": losses} if reply.get("available") else {"reason": reply.get("reason")}),
                               "seconds": round(time.perf_counter() - t0, 3)}
     if not reply.get("available"):
         for b in measured:
             backends[b]["noise"] = {"verdict": "unavailable", "reason": reply.get("reason")}
         return
-    floors = _floors(ref_w, runs)
-    ref_losses = np.asarray(ref["losses"], np.float64)
-    loss_floor = max((float(np.max(np.abs(np.asarray(r["losses"], np.float64) - ref_losses))) if ref_losses.size
-                      else 0.0) for r in reply["runs"])
     for b in measured:
-        backends[b]["noise"] = judge(backends[b], floors, loss_floor)
-        if backends[b]["noise"]["verdict"] == WITHIN:
+        backends[b]["noise"] = verdicts[b]
+        if verdicts[b]["verdict"] == WITHIN:
             backends[b]["status"] = WITHIN
     run.timings["training_noise_seconds"] = round(time.perf_counter() - t0, 3)
 

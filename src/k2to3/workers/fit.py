@@ -10,18 +10,12 @@ sides compute the deterministic training graph (BatchNormalization still uses ba
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from k2to3.workers import lean
-from k2to3.workers.noise import noise_off
-
-
-def disabled_noise(model: Any) -> list[str]:
-    """Training-time noise off (workers/noise.py); the report's `noise_disabled`: layer.attribute, sorted."""
-    return sorted({f"{layer}.{attr}" for layer, attr in noise_off(model)})
+from k2to3.workers import held
+from k2to3.workers.reference import disabled_noise, load_reference, model_key, reference_key, step_state
 
 
 def layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray]]:
@@ -74,7 +68,10 @@ def save_weights(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
 def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     from k2to3.workers.runtime import load_keras
 
-    keras, model, _ = load_keras(req)  # as verify loads it (placeholder initializers: every value is restored)
+    # the model op verify loaded and held for these steps, else loaded as verify loads it (placeholder
+    # initializers: every value is restored)
+    got = held.take("keras3", held.keras3_key(req))
+    keras, model, _ = got if got is not None else load_keras(req)
     if not getattr(model, "compiled", False) or model.optimizer is None:
         return {"available": False, "reason": "the converted model has no compile config (no training_config)"}
     if req.get("loss"):
@@ -115,92 +112,11 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-@dataclass
-class Reference:
-    """The tf_keras model of the original file, its optimizer state loaded, training noise off, before any step."""
-
-    model: Any
-    inner: Any  # the optimizer that holds the slots (a LossScaleOptimizer's inner one)
-    noise: list[str]  # the noise rates set to 0
-    source: str | None  # who loaded the optimizer state (None: nobody, a fresh optimizer)
-    unfused: list[str]  # the BatchNormalization layers set to tf_keras's unfused path (unfuse_batchnorm)
-
-
-def unfuse_batchnorm(model: Any) -> list[str]:
-    """tf_keras's fused BatchNormalization kernel (4D inputs) moves the moving variance toward the unbiased batch
-    variance (x n/(n-1)); its unfused path and Keras 3 toward the biased one (rule K2T611). The reference takes the
-    unfused path, so that both sides compute one update: the outputs and the gradients are the same either way
-    (both normalise with the biased variance). Returns the layers changed."""
-    from k2to3.workers.noise import layers
-
-    changed = []
-    for layer in layers(model):
-        if "BatchNormalization" in type(layer).__name__ and getattr(layer, "fused", False):
-            layer.fused = False
-            changed.append(layer.name)
-    return sorted(changed)
-
-
-def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
-    """tf_keras loads the original file with its compile state and optimizer weights (its own loader: an
-    independent check of k2to3's slot mapping); a reply saying why not when it cannot be a reference."""
-    import tf_keras
-
-    from k2to3.core.h5safe import check_file
-    from k2to3.core.seeds import WORKER_SEED as SEED
-    from k2to3.workers.golden import refuse_bytecode, tf_keras_objects
-
-    tf_keras.utils.set_random_seed(SEED)
-    if req.get("golden_config") or req.get("build_fn"):
-        return {"available": False, "reason": "with --src the Keras 2 reference is rebuilt from the source and "
-                "tf_keras does not load the file's optimizer state; no independent training reference"}
-    check_file(req["h5"])
-    if not req.get("trust_bytecode"):
-        refuse_bytecode(req["h5"])
-    kwargs = {"custom_objects": tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
-    with lean.tf_keras_loading():  # large arrays by slices, as the golden load
-        try:
-            model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
-        except ValueError:
-            if not req.get("loss"):
-                raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
-            model = _load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
-    if getattr(model, "optimizer", None) is None:
-        return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
-    if req.get("loss"):
-        model.compile(optimizer=model.optimizer, loss=req["loss"])
-    noise, unfused = disabled_noise(model), unfuse_batchnorm(model)
-    # The reference runs eagerly: the same kernels without the graph trace (ResNet50: 1.7 s against 5.8 s for
-    # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph. Except an
-    # optimizer whose update depends on Python state fixed when the step is traced (tf_keras >= 2.11 Nadam's
-    # u_product counter, K2T606): its eager and compiled steps differ, and model.fit runs the compiled one.
-    model.run_eagerly = not hasattr(getattr(model.optimizer, "inner_optimizer", model.optimizer),
-                                    "_u_product_counter")
-    opt = model.optimizer
-    inner = getattr(opt, "inner_optimizer", opt)
-    variables = optimizer_variables(inner)
-    # a fresh optimizer holds zeros and step 0 (Nadam's momentum product starts at 1: not state)
-    loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:] if not v.name.startswith("momentum_cache")) \
-        or int(np.asarray(inner.iterations)) > 0
-    source = "tf_keras" if loaded else None
-    if not loaded and _restore_standalone_nadam(req["h5"], inner):
-        source = ("k2to3, in standalone Keras 2.0-2.2 Nadam's order with its momentum product at 1.0, as Keras 2 "
-                  "resumed (it saved none; tf_keras's loader gave up on this file)")
-    elif not loaded and _restore_by_name(req["h5"], variables):
-        source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
-    return Reference(model, inner, noise, source, unfused)
-
-
-def optimizer_variables(opt: Any) -> list[Any]:
-    """tf_keras optimizer_v2's variables() is a method, the >= 2.11 optimizers' a property."""
-    return list(opt.variables() if callable(opt.variables) else opt.variables)
-
-
 def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     """The tf_keras reference of the steps: the original file, as load_reference loads it."""
     import tf_keras
 
-    ref = load_reference(req)
+    ref = held.take("golden", model_key(req)) or load_reference(req)  # held: op golden_reference loaded it
     if isinstance(ref, dict):
         return ref
     model, inner, noise, source = ref.model, ref.inner, ref.noise, ref.source
@@ -211,6 +127,9 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
 
         x = nudge(x, float(req["nudge"]))
     spy, step_seconds = None, []
+    if req.get("hold"):  # the state before the steps, for a noise probe on this same model (workers/fitnoise.py)
+        state = step_state(model, inner)
+        held.hold("reference", reference_key(req), (ref, state, [np.array(v) for v in state]))
     probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
     if req.get("grads_out"):
         from k2to3.workers.stepgrads import GoldenStepGrads
@@ -263,76 +182,6 @@ def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, An
     model.reset_metrics()
     return _save_step_grads(req["nudged_grads_out"], grads, spy.variables,
                             [v.name.split(":")[0] for v in spy.variables], loss, time.perf_counter() - t0, {})
-
-
-def _load_with_loss(tf_keras: Any, h5: str, loss: str, kwargs: dict[str, Any]) -> Any:
-    """tf_keras's own HDF5 compile path (saving/legacy/hdf5_format.load_model_from_hdf5) with `loss` in place of
-    the file's (a custom loss it cannot resolve): the file's optimizer and its saved weights."""
-    import json
-
-    import h5py
-    from tf_keras.src.saving.legacy import hdf5_format
-
-    model = tf_keras.models.load_model(h5, compile=False, **kwargs)
-    with h5py.File(h5, "r") as f:
-        tc = json.loads(f.attrs["training_config"])
-        model.compile(optimizer=tf_keras.optimizers.deserialize(tc["optimizer_config"]), loss=loss)
-        opt = model.optimizer
-        if hasattr(opt, "_create_all_weights"):
-            opt._create_all_weights(model.trainable_variables)
-        else:
-            opt.build(model.trainable_variables)
-        opt.set_weights(hdf5_format.load_optimizer_weights_from_hdf5_group(f))
-    return model
-
-
-def _restore_standalone_nadam(h5: str, opt: Any) -> bool:
-    """Standalone Keras 2.0-2.2 Nadam saved [iterations] + ms + vs (keras/optimizers.py; m_schedule only from 2.3):
-    tf_keras's legacy Nadam, which computes the same update, keeps [iterations, momentum_cache] + ms + vs, so its
-    loader gives up on the file. Set them in that order with the momentum product at 1.0 (Keras 2 restarted it so)
-    when every shape agrees; False (nothing assigned) otherwise."""
-    from k2to3.core.h5safe import open_checked, read_dataset
-    from k2to3.formats.artifact import names_attr
-
-    if type(opt).__name__ != "Nadam" or not hasattr(opt, "_m_cache"):
-        return False
-    f = open_checked(h5)
-    try:
-        names = names_attr(f["optimizer_weights"], "weight_names") if "optimizer_weights" in f else []
-        values = [read_dataset(f, f"optimizer_weights/{n}") for n in names]
-    finally:
-        f.close()
-    weights = opt.weights
-    if len(values) != len(weights) - 1 or not names or not any("Variable" in n for n in names):
-        return False
-    values = [values[0], np.asarray(1.0, np.float32), *values[1:]]
-    if any(tuple(np.shape(v)) != tuple(w.shape) for v, w in zip(values, weights)):
-        return False
-    opt.set_weights(values)
-    return True
-
-
-def _restore_by_name(h5: str, variables: list[Any]) -> bool:
-    """tf_keras 2.21 cannot reload a LossScaleOptimizer's state from HDF5 ("Error in loading the saved optimizer
-    state"): its inner optimizer's variables carry the saved names one to one, so assign them by name. Returns
-    False (nothing assigned) unless every variable has a saved value of its shape."""
-    from k2to3.core.h5safe import open_checked, read_dataset
-    from k2to3.formats.artifact import names_attr
-
-    f = open_checked(h5)
-    try:
-        if "optimizer_weights" not in f:
-            return False
-        names = names_attr(f["optimizer_weights"], "weight_names")
-        values = {n: read_dataset(f, f"optimizer_weights/{n}") for n in names}
-    finally:
-        f.close()
-    if len(values) != len(variables) or any(values.get(v.name) is None or values[v.name].shape != tuple(v.shape)
-                                            for v in variables):
-        return False
-    for v in variables:
-        v.assign(values[v.name])
-    return True
 
 
 OPS = {"fit": op_fit, "fit_golden": op_fit_golden}

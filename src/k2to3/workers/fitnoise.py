@@ -11,18 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers.fit import layer_weights, load_batch, load_reference, optimizer_variables, save_weights, train_steps
-
-
-def _state(model: Any, inner: Any) -> list[Any]:
-    """Every variable a step changes, once: the model's (BatchNormalization's moving statistics too), the
-    optimizer's and a loss scale's, and tf_keras >= 2.11 Nadam's momentum product (an untracked tf.Variable)."""
-    seen: dict[int, Any] = {}
-    extra = [getattr(inner, "_u_product", None)]
-    for v in [*model.variables, *optimizer_variables(model.optimizer), *optimizer_variables(inner), *extra]:
-        if v is not None:
-            seen.setdefault(id(v), v)
-    return list(seen.values())
+from k2to3.workers import held
+from k2to3.workers.fit import layer_weights, load_batch, save_weights, train_steps
+from k2to3.workers.reference import load_reference, reference_key, step_state
 
 
 def nudge_weights(model: Any, eps: float, rng: np.random.Generator) -> None:
@@ -36,24 +27,33 @@ def nudge_weights(model: Any, eps: float, rng: np.random.Generator) -> None:
 
 
 def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
-    ref = load_reference(req)
-    if isinstance(ref, dict):
-        return ref
+    """One run per seed of `seeds`; the reference held by fit_golden (`hold`) when it is this run's, else loaded
+    again. `keep` holds it for a next call (more runs); without it the held model is released."""
+    t0 = time.perf_counter()
+    key = reference_key(req)
+    got = held.take("reference", key)
+    if got is None:
+        ref = load_reference(req)
+        if isinstance(ref, dict):
+            return ref
+        state = step_state(ref.model, ref.inner)
+        got = (ref, state, [np.array(v) for v in state])
+    ref, state, saved = got
     model, inner = ref.model, ref.inner
     x, y = load_batch(req)
-    state = _state(model, inner)
-    saved = [np.array(v) for v in state]
-    runs, names, t0 = [], [], time.perf_counter()
-    for i, out in enumerate(req["weights_out"]):
+    runs, names, loaded = [], [], time.perf_counter() - t0
+    for seed, out in zip(req["seeds"], req["weights_out"]):
         for v, a in zip(state, saved):
             v.assign(a)
-        nudge_weights(model, float(req["eps"]), np.random.default_rng(int(req["seed"]) + i))
+        nudge_weights(model, float(req["eps"]), np.random.default_rng(int(seed)))
         losses = train_steps(model, x, y, int(req["steps"]))
         names, arrays = layer_weights(model, np.asarray)
         save_weights(out, names, arrays)
-        runs.append({"losses": losses, "iterations_after": int(np.asarray(inner.iterations))})
+        runs.append({"seed": int(seed), "losses": losses, "iterations_after": int(np.asarray(inner.iterations))})
+    if req.get("keep"):
+        held.hold("reference", key, got)
     return {"available": True, "runs": runs, "weight_names": names, "state_source": ref.source,
-            "seconds": time.perf_counter() - t0}
+            "load_seconds": loaded, "seconds": time.perf_counter() - t0}
 
 
 OPS = {"fit_noise": op_fit_noise}

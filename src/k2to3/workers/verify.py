@@ -49,4 +49,8 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     }
     if req.get("layers"):
         reply["layer_names"] = layer_outputs(keras, model, xs, req["layers_out"], keras.layers.InputLayer)
+    if req.get("hold"):  # op fit trains this model next (--fit-steps): no second load (workers/held.py)
+        from k2to3.workers import held
+
+        held.hold("keras3", held.keras3_key(req), (keras, model, t_load))
     return reply
