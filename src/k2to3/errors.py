@@ -12,6 +12,7 @@ class Exit(IntEnum):
     USAGE = 2  # bad arguments or unreadable/invalid input; nothing written
     NOT_PORTABLE = 3  # the model cannot be converted without more input (source, TF-only ops)
     INTERNAL = 4  # a bug in k2to3 or a backend crash; the report/log says where
+    EMPTY = 5  # nothing to work on: an audit or a store with no artifact and no source (a mistyped path)
 
 
 class K2to3Error(Exception):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Check, Done, Run
+from k2to3.core.text import clip
 from k2to3.errors import InputError
 from k2to3.formats.artifact import file_sha256
 from k2to3.version import __version__
@@ -114,7 +115,7 @@ def _header(path: Path, z: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[tupl
             else:
                 raise ValueError(f"npy version {version}")
         except ValueError as exc:
-            raise _bad(path, f"{info.filename}: {str(exc).splitlines()[0][:120]}") from None
+            raise _bad(path, f"{info.filename}: {clip(str(exc), 120)}") from None
     return tuple(int(d) for d in shape), dtype
 
 
@@ -163,7 +164,7 @@ def read_golden(path: Path) -> Golden:
             xs = [data[f"in{i}"] for i in range(len(counts["in"]))]
             ys = [data[f"out{i}"] for i in range(len(counts["out"]))]
     except (ValueError, OSError, zipfile.BadZipFile) as exc:
-        raise _bad(path, str(exc).splitlines()[0][:120]) from None
+        raise _bad(path, clip(str(exc), 120)) from None
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
         raise _bad(path, f"schema is not {SCHEMA}")
     for key in ("rtol", "atol"):

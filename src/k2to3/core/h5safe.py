@@ -9,11 +9,13 @@ with one line naming the dataset path and why.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from k2to3.core.text import clip
 from k2to3.errors import InputError
 
 # Largest single weight tensor k2to3 will read; the biggest Keras application tensors are ~400 MB.
@@ -77,6 +79,18 @@ def check_open(path: Path, f: Any) -> None:
                 raise _refuse(path, f"/{name}", f"is a {type(obj).__name__}, not a group or dataset")
 
 
+def hdf5_reason(exc: BaseException) -> str:
+    """HDF5's own reason in a few whole words: 'Unable to synchronously open file (truncated file: eof = 13100,
+    sblock->base_addr = 0, stored_eof = 26200)' -> '13,100 of its 26,200 bytes are there'."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    m = re.search(r"\(([^()]*)\)\s*$", text)  # the innermost, last parenthesis holds the reason
+    reason = m.group(1) if m else text
+    sizes = re.match(r"truncated file: eof = (\d+).*stored_eof = (\d+)", reason)
+    if sizes:
+        return f"{int(sizes.group(1)):,} of its {int(sizes.group(2)):,} bytes are there"
+    return clip(reason)
+
+
 def open_checked(path: str | Path) -> Any:
     """h5py.File opened read-only, after check_open; the caller closes it."""
     import h5py
@@ -85,7 +99,7 @@ def open_checked(path: str | Path) -> Any:
     try:
         f = h5py.File(p, "r")
     except OSError as exc:
-        raise InputError(f"{p}: HDF5 file is truncated or corrupt ({str(exc).splitlines()[0][:80]})",
+        raise InputError(f"{p}: HDF5 file is truncated or corrupt: {hdf5_reason(exc)}",
                          hint="copy the file again from its source") from None
     try:
         check_open(p, f)

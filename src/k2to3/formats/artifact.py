@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.h5safe import open_checked, read_dataset
+from k2to3.core.h5safe import hdf5_reason, open_checked, read_dataset
+from k2to3.core.text import clip
 from k2to3.core.validate import check_model_config
 from k2to3.core.weight_shapes import check_declared_shapes
 from k2to3.errors import InputError, NotPortable
@@ -134,7 +135,7 @@ def read_keras_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
                     return config, meta.get("keras_version"), "SavedModel"
             raise InputError(f"{path}: keras_metadata.pb has no root object", hint="re-save the model")
     except (KeyError, ValueError, IndexError, TypeError, AttributeError, zipfile.BadZipFile, OSError) as exc:
-        raise InputError(f"{path}: unreadable Keras {kind} ({type(exc).__name__}: {str(exc)[:80]})",
+        raise InputError(f"{path}: unreadable Keras {kind} ({type(exc).__name__}: {clip(str(exc), 80)})",
                          hint="copy it again from its source") from None
     raise InputError(f"{path}: not a Keras archive or SavedModel")
 
@@ -270,7 +271,7 @@ def _read_artifact(path: str | Path, weights_only_ok: bool = False) -> LegacyArt
         return _read_open(p, f, weights_only_ok)
     except (OSError, KeyError, RuntimeError) as exc:
         raise InputError(
-            f"{p}: HDF5 file is truncated or corrupt ({type(exc).__name__})",
+            f"{p}: HDF5 file is truncated or corrupt: {hdf5_reason(exc)}",
             hint="copy the file again from its source",
         ) from None
     finally:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.core.h5safe import open_checked
+from k2to3.core.text import clip
 from k2to3.core.validate import check_model_config
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats.artifact import MAX_METADATA_BYTES, file_sha256, read_artifact, sniff
@@ -94,7 +95,7 @@ def _yaml_load(text: str, path: Path) -> Any:
     try:
         return yaml.load(text, Loader=Loader)  # a SafeLoader subclass: safe_load + tuples
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({str(exc).splitlines()[0][:80]})", hint=_HINT) from None
+        raise InputError(f"{path}: not valid YAML ({clip(str(exc), 80)})", hint=_HINT) from None
 
 
 MAX_CONFIG_NODES = 2_000_000  # values in a model config once YAML aliases are expanded (a real one: ~1e5)

@@ -107,6 +107,44 @@ def _options(cls: type, given: dict[str, Any], api: str) -> Any:
     return opts
 
 
+def _api_words(exc: Any, cls: type) -> Any:
+    """The error with the command line's flags in it said as this API's keywords (`--src model.py` ->
+    `sources=['model.py']`, `--force` -> `force=True`): a Python caller has no flags. Same exception, same code."""
+    import re
+
+    from k2to3.core.options import fields_of
+
+    command = "convert" if any(f.name == "output" for f in dataclasses.fields(cls)) else "verify"
+
+    def value(name: str, wrap: str, sep: str | None, word: str | None) -> str:
+        """`name=<the value>` when the word after the flag is one (a path, a number, a list, a placeholder such as
+        N), else the keyword's name and the sentence goes on."""
+        if word and word.isupper():  # a placeholder: fit_steps=N
+            return f"{name}={word}"
+        if word and re.search(r"[./\d,_]", word):
+            return f"{name}={wrap.format(word)}"
+        return name + (f"{sep}{word}" if word else "")
+
+    def said(text: str | None) -> str | None:
+        if not text:
+            return text
+        for f in fields_of(cls, command):
+            for flag in f.metadata["flags"] or ("--" + f.name.replace("_", "-"),):
+                if not flag.startswith("--"):
+                    continue
+                if str(f.type) == "bool":
+                    text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", f"{f.name}=True", text)
+                    continue
+                wrap = "[{!r}]" if f.metadata["cli"] == "list" else "{!r}"
+                text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?:([ =])([^\s);]+?)(?=:?(?:[\s);]|$)))?(?![\w-])",
+                              lambda m, n=f.name, w=wrap: value(n, w, m.group(1), m.group(2)), text)
+        return text
+
+    exc.message, exc.hint = said(exc.message), said(exc.hint)
+    exc.args = (exc.message,)
+    return exc
+
+
 def _signature(cls: type, head: list[inspect.Parameter], tail: list[inspect.Parameter]) -> inspect.Signature:
     """The API function's signature, derived from the options model: `head`, every option as keyword-only with
     its default, then `tail` (progress, pool)."""
@@ -131,16 +169,19 @@ def convert(src: PathLike, output: PathLike, *, progress: Callable[[str], None] 
     report too, before raising). `pool`: a warm k2to3.workers.pool.Pool to reuse across calls (else one is
     started and closed per call)."""
     from k2to3.core.options import ConvertOptions
+    from k2to3.errors import K2to3Error
     from k2to3.pipeline.convert import convert as run
     from k2to3.pipeline.report import NotPortableReport, write
 
-    opts = _options(ConvertOptions, {"src": src, "output": output, **options}, "convert")
     try:
+        opts = _options(ConvertOptions, {"src": src, "output": output, **options}, "convert")
         report = run(opts, progress=progress or (lambda s: None), pool=pool)
     except NotPortableReport as exc:
         if opts.report_dir is not None:
             write(exc.report, opts.report_dir)
-        raise
+        raise _api_words(exc, ConvertOptions) from None
+    except K2to3Error as exc:
+        raise _api_words(exc, ConvertOptions) from None
     if opts.report_dir is not None:
         write(report, opts.report_dir)
     return ModelReport.from_dict(report)
@@ -152,11 +193,15 @@ def verify(model: PathLike, *, progress: Callable[[str], None] | None = None, po
     file (`golden`); every option of the command line is a keyword, as for `convert`; the same report and
     exceptions."""
     from k2to3.core.options import VerifyOptions
+    from k2to3.errors import K2to3Error
     from k2to3.pipeline.report import write
     from k2to3.pipeline.verify import verify as run
 
-    opts = _options(VerifyOptions, {"model": model, **options}, "verify")
-    report = run(opts, progress=progress or (lambda s: None), pool=pool)
+    try:
+        opts = _options(VerifyOptions, {"model": model, **options}, "verify")
+        report = run(opts, progress=progress or (lambda s: None), pool=pool)
+    except K2to3Error as exc:
+        raise _api_words(exc, VerifyOptions) from None
     if opts.report_dir is not None:
         write(report, opts.report_dir)
     return ModelReport.from_dict(report)

@@ -9,20 +9,36 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from k2to3.core.options import MAX_MEMORY_HELP
 from k2to3.errors import K2to3Error
 from k2to3.interfaces import cli_options
+from k2to3.interfaces.cli_help import Command, Group
 from k2to3.interfaces.console import err, out
 from k2to3.interfaces.console import fail as _fail
 from k2to3.version import __version__
 
 app = typer.Typer(
+    cls=Group,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode="rich",
     help="Move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing.",
+    epilog="Run `k2to3 COMMAND --help` for a command's options, examples and exit codes.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"k2to3 {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", help="Print the version and exit.",
+                                                callback=_version, is_eager=True)] = False) -> None:
+    """Move legacy Keras 2 models to multi-backend Keras 3 and prove they compute the same thing."""
 
 
 CONVERT_EPILOG = (
@@ -49,11 +65,11 @@ JSON = inspect.Parameter("as_json", KW, default=False, annotation=Annotated[bool
     "--json", help="Print the report as JSON on stdout.", rich_help_panel="Output")])
 CONVERT_HEAD = [
     inspect.Parameter("src", KW, annotation=Annotated[list[str], typer.Argument(
-        help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a tf.keras .keras archive or a "
-        "SavedModel directory; or a model store: directories, several paths or fsspec URLs (s3://...), converted "
-        "to a mirrored tree under OUTPUT (docs/convert.md#stores).")]),
+        metavar="LEGACY", help="Legacy Keras 2 model: .h5/.hdf5 (model.save or save_weights), a tf.keras .keras "
+        "archive or a SavedModel directory; or a model store: directories, several paths or fsspec URLs "
+        "(s3://...), converted to a mirrored tree under OUTPUT (docs/convert.md#stores).")]),
     inspect.Parameter("output", KW, annotation=Annotated[str, typer.Option(
-        "-o", "--output", help="The Keras 3 .keras file to write (a directory or URL for a store).",
+        "-o", "--output", metavar="PATH", help="The Keras 3 .keras file to write (a directory or URL for a store).",
         rich_help_panel="Output")]),
     JSON,
     inspect.Parameter("src_root", KW, default=None, annotation=Annotated[Path | None, typer.Option(
@@ -62,14 +78,14 @@ CONVERT_HEAD = [
     inspect.Parameter("jobs", KW, default=1, annotation=Annotated[int, typer.Option(
         "--jobs", min=1, help="Store: artifacts converted at a time (local).", rich_help_panel=STORE)]),
     inspect.Parameter("executor", KW, default="local", annotation=Annotated[str, typer.Option(
-        "--executor", help="Store: local or ray.", rich_help_panel=STORE)]),
+        "--executor", metavar="local|ray", help="Store: where artifacts run.", rich_help_panel=STORE)]),
     inspect.Parameter("ray_address", KW, default=None, annotation=Annotated[str | None, typer.Option(
-        "--ray-address", help="Store with --executor ray: auto or ray://host:10001 [default: a local Ray]",
-        rich_help_panel=STORE)]),
+        "--ray-address", metavar="ADDRESS", help="Store with --executor ray: auto or ray://host:10001 "
+        "\\[default: a local Ray]", rich_help_panel=STORE)]),
 ]
 VERIFY_HEAD = [
     inspect.Parameter("model", KW, annotation=Annotated[Path, typer.Argument(
-        help="The Keras 3 .keras file to verify (loaded with safe_mode=True, never written).")]),
+        metavar="MODEL", help="The Keras 3 .keras file to verify (loaded with safe_mode=True, never written).")]),
     JSON,
 ]
 
@@ -98,7 +114,8 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
     except K2to3Error as exc:
         _fail(exc)
     rdir = opts.report_dir or opts.output.with_name(opts.output.name + ".report")
-    _run("converting", run, opts, rdir, as_json, "; nothing written")
+    rflag = "--report-dir" if opts.report_dir else "report directory"
+    _run("converting", run, opts, rdir, as_json, "; nothing written", rflag)
 
 
 def verify(model: Path, as_json: bool, **options: Any) -> None:
@@ -111,23 +128,29 @@ def verify(model: Path, as_json: bool, **options: Any) -> None:
     except K2to3Error as exc:
         _fail(exc)
     rdir = opts.report_dir or model.with_name(model.name + ".verify")
-    _run("verifying", run, opts, rdir, as_json, "")
+    _run("verifying", run, opts, rdir, as_json, "", "--report-dir" if opts.report_dir else "report directory")
 
 
-def _run(doing: str, run: Any, opts: Any, rdir: Path, as_json: bool, interrupted: str) -> None:
+def _run(doing: str, run: Any, opts: Any, rdir: Path, as_json: bool, interrupted: str, rflag: str) -> None:
     """Run a pipeline with a spinner, its progress logged; any K2to3Error is one line and its exit code (a model
-    that is not portable gets its report and its error findings first)."""
+    that is not portable gets its report and its error findings first). The report directory is checked first:
+    a run that could not write its report does not start."""
+    from k2to3.core.findings import grouped_lines
+    from k2to3.core.writable import check_dir
     from k2to3.pipeline.report import NotPortableReport, write
 
     try:
+        check_dir(rdir, rflag)
         with err.status(f"{doing}…", spinner="dots") as status:
             report = run(opts, progress=lambda s: (status.update(s), err.log(s)))
     except NotPortableReport as exc:
-        write(exc.report, rdir)
-        for f in exc.report["findings"]:
-            if f["severity"] == "error":
-                where = f"layer '{f['layer']}': " if f["layer"] else ""
-                err.print(f"  {f['code']} {where}{f['message']}", highlight=False)
+        try:
+            write(exc.report, rdir)
+        except K2to3Error as wexc:
+            _fail(wexc)
+        lines = grouped_lines([f for f in exc.report["findings"] if f["severity"] == "error"])
+        for line in lines if len(lines) > 1 else ():  # one problem: the error line says it all
+            err.print(f"  {line}", highlight=False, soft_wrap=True)
         _fail(exc)
     except K2to3Error as exc:
         _fail(exc)
@@ -152,7 +175,10 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     from k2to3.interfaces.summary import print_summary
     from k2to3.pipeline.report import write
 
-    paths = write(report, rdir)
+    try:
+        paths = write(report, rdir)
+    except K2to3Error as exc:
+        _fail(exc)
     if as_json:
         sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
     else:
@@ -162,8 +188,10 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
 
 
 @app.command(
+    cls=Command,
     epilog=(
         "Examples:\n\n"
+        "  k2to3 lint                    # the current directory\n\n"
         "  k2to3 lint src/\n\n"
         "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
         "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
@@ -172,33 +200,44 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     )
 )
 def lint(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
-    fmt: Annotated[str, typer.Option("--format", help="text, json, sarif or github.")] = "text",
-    select: Annotated[str | None, typer.Option(help="Only these codes or prefixes (comma-separated).")] = None,
-    ignore: Annotated[str | None, typer.Option(help="Skip these codes or prefixes (comma-separated).")] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH", help="Files or directories (.py and "
+                                                       ".ipynb) \\[default: the current directory]")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="text|json|sarif|github", help="Output format.")] = "text",
+    select: Annotated[str | None, typer.Option(metavar="CODES", help="Only these codes or prefixes "
+                                               "(comma-separated).")] = None,
+    ignore: Annotated[str | None, typer.Option(metavar="CODES", help="Skip these codes or prefixes "
+                                               "(comma-separated).")] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
 ) -> None:
     """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
+    from k2to3.source.codes import check_codes, parse_codes
     from k2to3.source.files import Cache, load_config
     from k2to3.source.formats import FORMATS
     from k2to3.source.run import lint_paths
 
+    paths = paths or [Path(".")]
     if fmt not in FORMATS:
-        _fail(K2to3Error(f"unknown format '{fmt}'", hint=f"choose from {', '.join(FORMATS)}"))
+        _fail(K2to3Error(f"--format {fmt}: unknown format", hint=f"choose from {', '.join(FORMATS)}"))
     missing = [p for p in paths if not p.exists()]
     if missing:
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
-    cfg = load_config(paths[0])
-    if select:
-        cfg.select = [c.strip().upper() for c in select.split(",") if c.strip()]
-    if ignore:
-        cfg.ignore = [c.strip().upper() for c in ignore.split(",") if c.strip()]
+    try:
+        cfg = load_config(paths[0])
+        for key in ("select", "ignore"):  # a typo in [tool.k2to3] must not silently select nothing either
+            check_codes([c.upper() for c in getattr(cfg, key)], f"{cfg.source} [tool.k2to3] {key} =")
+        if select:
+            cfg.select = parse_codes(select, "--select")
+        if ignore:
+            cfg.ignore = parse_codes(ignore, "--ignore")
+    except K2to3Error as exc:
+        _fail(exc)
     res = lint_paths(paths, cfg, None if no_cache else Cache())
     sys.stdout.write(FORMATS[fmt](res))
     raise typer.Exit(1 if res.findings else 0)
 
 
 @app.command(
+    cls=Command,
     epilog=(
         "Examples:\n\n"
         "  k2to3 fix model.py            # dry run: says what would change\n\n"
@@ -208,14 +247,17 @@ def lint(
     )
 )
 def fix(
-    paths: Annotated[list[Path], typer.Argument(help="Files or directories (.py and .ipynb).")],
+    paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH", help="Files or directories (.py and "
+                                                       ".ipynb) \\[default: the current directory]")] = None,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the files in place.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff of the changes.")] = False,
 ) -> None:
     """Rewrite tf.* / K.* calls to keras.ops, K config to keras.config and tf.keras to keras (dry run by default)."""
+    from k2to3.core.text import plural
     from k2to3.source.files import load_config
     from k2to3.source.run import fix_paths, unified_diff
 
+    paths = paths or [Path(".")]
     missing = [p for p in paths if not p.exists()]
     if missing:
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
@@ -230,11 +272,13 @@ def fix(
     for e in res.errors + res.kept:
         err.print(e, highlight=False, soft_wrap=True)
     verb = "rewrote" if write else "would rewrite"
-    err.print(f"{verb} {res.rewrites} calls/imports in {len(res.changed)} files", highlight=False)
+    err.print(f"{verb} {plural(res.rewrites, 'call or import', 'calls and imports')} in "
+              f"{plural(len(res.changed), 'file')}", highlight=False)
     raise typer.Exit(0 if write or not res.changed else 1)
 
 
 @app.command(
+    cls=Command,
     epilog=(
         "Examples:\n\n"
         "  k2to3 audit models/ src/ -o audit/\n\n"
@@ -244,27 +288,29 @@ def fix(
     )
 )
 def audit(
-    paths: Annotated[list[str], typer.Argument(help="Directories or files: model stores, repositories; or fsspec "
-                                               "URLs (s3://bucket/models/, gs://..., file://...).")],
+    paths: Annotated[list[str], typer.Argument(metavar="PATH", help="Directories or files: model stores, "
+                                               "repositories; or fsspec URLs (s3://bucket/models/, gs://..., "
+                                               "file://...).")],
     out_dir: Annotated[Path, typer.Option("-o", "--output", help="Where the reports go.")] = Path("k2to3-audit"),
-    fmt: Annotated[str, typer.Option("--format", help="Comma-separated: md, html, json.")] = "md,html,json",
+    fmt: Annotated[str, typer.Option("--format", metavar="LIST",
+                                     help="Comma-separated: md, html, json.")] = "md,html,json",
     verify: Annotated[bool, typer.Option("--verify", help="Convert and verify every artifact (warm workers, "
                                                           "results cached by content hash: resumable).")] = False,
-    max_memory: Annotated[str | None, typer.Option("--max-memory", help=MAX_MEMORY_HELP + " With --verify.")] = None,
-    executor: Annotated[str, typer.Option("--executor", help="With --verify: local (warm workers on this machine) "
-                                          "or ray (docs/scale.md).")] = "local",
-    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: auto or "
-                                                    "ray://host:10001 [default: a local Ray]")] = None,
+    max_memory: Annotated[str | None, typer.Option("--max-memory", metavar="SIZE",
+                                                   help=escape(MAX_MEMORY_HELP) + " With --verify.")] = None,
+    executor: Annotated[str, typer.Option("--executor", metavar="local|ray", help="With --verify: local (warm "
+                                          "workers on this machine) or ray (docs/scale.md).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", metavar="ADDRESS", help="With --executor "
+                                                    "ray: auto or ray://host:10001 \\[default: a local Ray]")] = None,
     jobs: Annotated[int, typer.Option("--jobs", min=1, help="With --verify --executor local: artifacts at a "
                                       "time.")] = 1,
 ) -> None:
     """Migration audit of a tree: legacy artifacts (by content) with predicted verdicts; source findings."""
     from rich.progress import Progress
 
+    from k2to3.core.writable import check_dir
     from k2to3.stores.audit import audit_urls, run_audit
-    from k2to3.stores.auditreport import write
     from k2to3.stores.locations import is_url
-    from k2to3.stores.static import VERDICTS
 
     urls = [p for p in paths if is_url(p)]
     paths = [Path(p) for p in paths if not is_url(p)]  # type: ignore[misc]
@@ -278,6 +324,7 @@ def audit(
         _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
     ex = None
     try:
+        check_dir(out_dir, "-o")  # before the scan: a run that cannot write its report does not start
         budget = cli_options.parse_size("--max-memory", max_memory)
         if verify and (executor != "local" or jobs > 1 or urls):
             from k2to3.stores import executors
@@ -289,7 +336,9 @@ def audit(
         task = bar.add_task("auditing", total=None)
 
         def progress(i: int, n: int, path: str) -> None:
-            bar.update(task, total=n, completed=i, description=f"verify {Path(path).name}" if path else "done")
+            what = f"verified {Path(path).name}" if path else "done" if i >= n else \
+                "starting workers (tensorflow, torch, jax: ~20 s of imports)"
+            bar.update(task, total=n, completed=i, description=what)
 
         try:
             if urls:
@@ -304,19 +353,37 @@ def audit(
         except KeyboardInterrupt:
             err.print("[red]interrupted[/]; finished models are cached: run the same command to resume")
             raise typer.Exit(130) from None
-    written = write(rep, out_dir, formats)
-    for verdict in VERDICTS:
-        n = rep["totals"].get(verdict, 0)
-        if n:
-            out.print(f"{n:4d} {verdict}", highlight=False)
-    out.print(f"reports: {'  '.join(str(p) for p in written)}", highlight=False)
+    _finish_audit(rep, [str(p) for p in paths] or urls, out_dir, formats)
+
+
+def _finish_audit(rep: dict[str, Any], given: list[str], out_dir: Path, formats: list[str]) -> None:
+    """Say what was skipped, refuse an audit that found nothing (exit 5), write the reports, print the summary and
+    exit with the audit's code."""
+    from k2to3.core.text import plural
+    from k2to3.errors import Exit
+    from k2to3.interfaces.summary import print_audit_summary
+    from k2to3.stores.auditreport import build, write
+
+    model = build(rep)
+    for x in model["skipped"]:
+        err.print(f"skipped {x['relpath']}: {x['reason']}", highlight=False, soft_wrap=True, markup=False)
+    if not rep["artifacts"] and not rep["n_source_files"]:
+        skipped = f"; {plural(len(model['skipped']), 'file')} named like a model skipped" if model["skipped"] else ""
+        _fail(K2to3Error(f"nothing to audit in {' '.join(given)}: no Keras artifact and no Python "
+                         f"source{skipped}", Exit.EMPTY, hint="check the path"))
+    try:
+        written = write(rep, out_dir, formats, model)
+    except OSError as exc:
+        _fail(K2to3Error(f"-o {out_dir}: cannot write the report ({exc.strerror or exc})",
+                         hint="check the disk space and permissions"))
+    print_audit_summary(out, model, written)
     verified = [a["verify"]["verdict"] for a in rep["artifacts"] if "verify" in a]
     if rep["worst_verdict"] not in (None, "portable"):
         raise typer.Exit(3)
     raise typer.Exit(1 if "mismatch" in verified else 0)
 
 
-@app.command()
+@app.command(cls=Command)
 def version() -> None:
     """Print the k2to3 version."""
     out.print(__version__)
@@ -324,7 +391,7 @@ def version() -> None:
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="k2to3")  # also under `python -m k2to3`
     except K2to3Error as exc:  # pragma: no cover - commands handle their own errors
         err.print(f"error: {exc.line()}")
         sys.exit(int(exc.code))

@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from k2to3.core.options import fields_of
 from k2to3.errors import InputError
+from k2to3.interfaces.cli_help import Command
 
 
 def flags(f: dataclasses.Field) -> tuple[str, ...]:
@@ -40,13 +42,27 @@ def _cli_type(f: dataclasses.Field) -> tuple[Any, Any]:
     return types[kind], f.default
 
 
+def metavar(f: dataclasses.Field) -> str | None:
+    """How --help names the value (None: from its type, interfaces/cli_help.py)."""
+    cli = f.metadata["cli"]
+    if cli == "choice":
+        return "|".join(f.metadata["choices"])
+    named = {"csv": "LIST", "size": "SIZE", "list": "FILE"}
+    if f.name == "sources":
+        return "FILE[:FUNCTION]"
+    if f.name == "loss":
+        return "NAME"
+    return named.get(cli or "")
+
+
 def parameters(cls: type, command: str) -> list[inspect.Parameter]:
     """A typer parameter for every option of `command`."""
     out = []
     for f in fields_of(cls, command):
         annotation, default = _cli_type(f)
         extra = {"min": 0} if f.name == "fit_steps" else {}
-        opt = typer.Option(*flags(f), help=_help(f, command), rich_help_panel=f.metadata["group"], **extra)
+        opt = typer.Option(*flags(f), help=escape(_help(f, command)), rich_help_panel=f.metadata["group"],
+                           metavar=metavar(f), **extra)
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                      annotation=Annotated[annotation, opt]))
     return out
@@ -101,4 +117,4 @@ def command(app: typer.Typer, name: str, head: list[inspect.Parameter], cls: typ
     run.__annotations__ = {p.name: p.annotation for p in params}
     run.__name__ = name
     run.__doc__ = body.__doc__
-    app.command(name=name, **kw)(run)
+    app.command(name=name, cls=Command, **kw)(run)

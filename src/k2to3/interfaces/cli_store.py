@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from k2to3.errors import InputError, K2to3Error
+from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.interfaces.console import err, out
 from k2to3.interfaces.console import fail as _fail
 
@@ -48,7 +48,9 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
                   executor: str, ray_address: str | None, single_only: list[str]) -> None:
     """`settings`: the options given, as the options model's values; only its store options reach the artifacts."""
     from k2to3.core.options import CheckOptions, store_settings
+    from k2to3.core.writable import check_dir
     from k2to3.stores import batch, executors
+    from k2to3.stores.locations import is_url
 
     try:
         if single_only:
@@ -59,8 +61,13 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
         opts = CheckOptions(**{k: v for k, v in settings.items() if k in store_settings(CheckOptions())})
         opts.checked()
         per_artifact = store_settings(opts)
+        if not is_url(out_root):  # before the scan: a store that cannot be written is not converted
+            check_dir(Path(out_root), "-o")
         with err.status("finding artifacts…"):
             items = batch.plan(inputs, out_root, per_artifact, src_root)
+        if not items:
+            raise K2to3Error(f"nothing to convert in {' '.join(inputs)}: no Keras artifact found", Exit.EMPTY,
+                             hint="check the path; `k2to3 audit PATH` lists what it finds and skips")
         ex = executors.make(executor, jobs=jobs, backends=opts.backends, max_memory=opts.max_memory,
                             ray_address=ray_address)
     except K2to3Error as exc:

@@ -17,6 +17,7 @@ from k2to3.checks.base import Progress, Run
 from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
+from k2to3.core.findings import not_portable_line
 from k2to3.core.options import ConvertOptions
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
@@ -135,8 +136,8 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
             report["source"] = sources_mod.report_section(sources, resolution, opts.output)
             if plan.errors:
                 report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
-                first = (resolution.errors if resolution is not None and resolution.errors else plan.errors)[0]
-                raise report_mod.NotPortableReport(first.line(), report)
+                errors = resolution.errors if resolution is not None and resolution.errors else plan.errors
+                raise report_mod.NotPortableReport(not_portable_line(errors), report)
             modules = sources_mod.write_modules(resolution, work, partial_module) if resolution else None
             run, tol_source = _new_run(opts, inp, prepared, modules, sources.build_fn, report, work, get_pool(),
                                        progress, partial)
@@ -184,7 +185,7 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     plan_path.write_text(json.dumps(plan.to_json()))
     report["tolerance"] = {"rtol": run.rtol, "atol": run.atol, "source": tol_source}
     # One process per backend. The tensorflow worker builds first (torch and jax wait for the file).
-    run.progress("workers: " + ", ".join(run.pool.roles()))
+    run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (each imports its backend: seconds)")
     run.pool.start(run.weight_bytes)
     try:
         build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),

@@ -14,7 +14,8 @@ from typing import Any
 
 from k2to3.checks.format import fmt
 from k2to3.checks.registry import CHECKS
-from k2to3.errors import NotPortable
+from k2to3.core.writable import write_atomic
+from k2to3.errors import InputError, NotPortable
 from k2to3.formats import Input
 from k2to3.formats.artifact import file_sha256
 from k2to3.upgrade.plan import Plan
@@ -189,8 +190,14 @@ def to_markdown(report: dict[str, Any]) -> str:
 
 
 def write(report: dict[str, Any], directory: Path) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
+    """report.json and report.md, each whole or not at all (the directory was checked before the run:
+    writable.check_dir); an I/O error is the user's InputError (exit 2), never a traceback."""
     pj, pm = directory / "report.json", directory / "report.md"
-    pj.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    pm.write_text(to_markdown(report))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_atomic(pj, json.dumps(report, indent=2, default=str) + "\n")
+        write_atomic(pm, to_markdown(report))
+    except OSError as exc:
+        raise InputError(f"{directory}: cannot write the report ({exc.strerror or exc})",
+                         hint="check the disk space and permissions, or pass --report-dir") from None
     return [pj, pm]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from k2to3.core.rules import source_rules
+from k2to3.core.text import plural
 from k2to3.source.run import LintResult
 from k2to3.version import __version__
 
@@ -13,8 +14,9 @@ def text(res: LintResult) -> str:
     lines = [f.text() for f in res.findings]
     lines += [f"{e}" for e in res.errors]
     n_fix = sum(f.fixable for f in res.findings)
-    lines.append(f"{len(res.findings)} findings ({n_fix} fixable with `k2to3 fix`) in {res.files} files; "
-                 f"{res.suppressed} suppressed by noqa, {res.files_suppressed} files by `# k2to3: noqa`")
+    lines.append(f"{plural(len(res.findings), 'finding')} ({n_fix} fixable with `k2to3 fix`) in "
+                 f"{plural(res.files, 'file')}; {res.suppressed} suppressed by noqa, "
+                 f"{plural(res.files_suppressed, 'file')} by `# k2to3: noqa`")
     return "\n".join(lines) + "\n"
 
 

@@ -29,10 +29,11 @@ Progress = Callable[[int, int, str], None]
 
 
 def audit_report(paths: list[str], artifacts: list[dict[str, Any]], lint: LintResult | None = None,
-                 name: Callable[[str], str] = lambda p: p) -> dict[str, Any]:
+                 name: Callable[[str], str] = lambda p: p, skipped: list[dict[str, str]] | None = None
+                 ) -> dict[str, Any]:
     """The audit's report (schema k2to3.audit/1; auditreport/ renders it): the artifacts' rows, the lint
-    findings per source file (`name` maps a linted path to the one the report shows), totals and the worst
-    verdict."""
+    findings per source file (`name` maps a linted path to the one the report shows), the files named like
+    models that are not (`skipped`: path and reason), totals and the worst verdict."""
     sources: dict[str, Counter] = {}
     fixable: dict[str, Counter] = {}
     for f in lint.findings if lint else ():
@@ -49,6 +50,7 @@ def audit_report(paths: list[str], artifacts: list[dict[str, Any]], lint: LintRe
         "rule_totals": dict(Counter(f.code for f in lint.findings).most_common()) if lint else {},
         "noqa_debt": {"lines": lint.suppressed, "files": lint.files_suppressed} if lint else {"lines": 0, "files": 0},
         "n_source_files": lint.files if lint else 0,
+        "skipped": list(skipped or []),
         "worst_verdict": VERDICTS[worst] if artifacts else None,
         "totals": dict(Counter(a["verdict"] for a in artifacts)),
     }
@@ -70,7 +72,8 @@ def run_audit(paths: list[Path], out_dir: Path, verify: bool = False, progress: 
     lint = lint_paths(tree.sources, Config()) if tree.sources else None
     if verify:
         _verify(artifacts, out_dir, executor, max_memory, progress)
-    return audit_report([str(p) for p in paths], artifacts, lint)
+    skipped = [{"path": str(p), "reason": why} for p, why in tree.skipped]
+    return audit_report([str(p) for p in paths], artifacts, lint, skipped=skipped)
 
 
 def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: Any = None,
@@ -78,9 +81,11 @@ def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: A
     """`audit s3://...`: the same audit for stores behind URLs, each artifact staged alone while it is read."""
     with locations.Staging() as staging:
         artifacts: list[dict[str, Any]] = []
+        skipped: list[dict[str, str]] = []
         lint = None
         for url in urls:
             entries = discover(url)
+            skipped += [{"path": e.location, "reason": e.reason} for e in entries if e.kind == "skipped"]
             artifacts += static_rows(entries, None, staging)
             for row in artifacts:  # staged source paths back to their URLs (a worker stages its own copy)
                 if row.get("src"):
@@ -89,7 +94,7 @@ def audit_urls(urls: list[str], out_dir: Path, verify: bool = False, executor: A
             py = sorted(staged.rglob("*.py")) if staged.is_dir() else []
             lint = lint_paths(py, Config()) if py else lint
         report = audit_report(urls, artifacts, lint, lambda p: locations.join(urls[0], Path(p).relative_to(
-            staging.dir / "in" / "src").as_posix()))
+            staging.dir / "in" / "src").as_posix()), skipped)
     if verify:
         _verify(artifacts, out_dir, executor, None, progress)
     return report

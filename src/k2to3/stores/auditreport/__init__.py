@@ -14,10 +14,11 @@ from k2to3.stores.auditreport.page import layer_plot, to_html
 __all__ = ["SCHEMA", "build", "layer_plot", "to_html", "to_markdown", "write"]
 
 
-def write(rep: dict[str, Any], out_dir: Path, formats: list[str]) -> list[Path]:
-    """Write audit.{json,md,html} for run_audit's report; each file goes through a temporary name, so a failure
-    leaves no partial report."""
-    model = build(rep)
+def write(rep: dict[str, Any], out_dir: Path, formats: list[str], model: dict[str, Any] | None = None
+          ) -> list[Path]:
+    """Write audit.{json,md,html} for run_audit's report (`model`: its build() when the caller has it); each file
+    goes through a temporary name, so a failure leaves no partial report."""
+    model = model or build(rep)
     indent = 2 if len(model["artifacts"]) <= 1000 else None  # json's C encoder: a store's report in a second
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from k2to3.core.text import plural
 from k2to3.stores.auditreport.model import optimizer_text
 
 
@@ -21,10 +22,13 @@ def to_markdown(m: dict[str, Any]) -> str:
              "(a static verdict is a prediction; `--verify` is the proof)",
              f"- Source files: {s['source_files']}; findings: {s['findings']} ({s['fixable']} fixable by "
              f"`k2to3 fix`, {s['needs_person']} need a person)",
-             f"- Effort: {s['files_to_touch']} files to touch; after `k2to3 fix`, {s['findings_left_after_fix']} "
-             f"findings in {s['files_left_after_fix']} files",
+             f"- Effort: {plural(s['files_to_touch'], 'file')} to touch; after `k2to3 fix`, "
+             f"{plural(s['findings_left_after_fix'], 'finding')} in {plural(s['files_left_after_fix'], 'file')}",
              "- Findings per rule: " + (", ".join(f"{k} {v}" for k, v in m["rule_totals"].items()) or "none"),
-             f"- Debt behind noqa: {s['noqa_debt']['lines']} lines, {s['noqa_debt']['files']} files",
+             f"- Debt behind noqa: {plural(s['noqa_debt']['lines'], 'line')}, "
+             f"{plural(s['noqa_debt']['files'], 'file')}",
+             f"- Skipped: {plural(s.get('skipped', 0), 'file')} named like a model but not one" if s.get("skipped")
+             else "- Skipped: none",
              "- Optimizer state: " + (", ".join(f"{n} {k}" for k, n in sorted(s.get("optimizer_states", {}).items()))
                                       or "no HDF5 model read"),
              f"- Commands run from `{m['root']}`", ""]
@@ -36,7 +40,7 @@ def to_markdown(m: dict[str, Any]) -> str:
             lines.append(f"| {b['artifacts']} | {_cell(b['label'])} | {rule} | {_cell(b['action'])} | "
                          f"{', '.join(f'`{x}`' for x in b['examples'])} |")
     else:
-        lines.append("None: every artifact is portable.")
+        lines.append("None: every artifact is portable." if s["artifacts"] else "None: no artifact was found.")
     lines += ["", "## Artifacts", "", "| artifact | verdict | effort | evidence | optimizer state | reason | "
               "next command | custom objects from | rules | Keras |", "|---|---|---|---|---|---|---|---|---|---|"]
     for a in m["artifacts"]:
@@ -61,4 +65,7 @@ def to_markdown(m: dict[str, Any]) -> str:
                               for r in f["rules"])
             lines.append(f"| `{f['relpath']}` | {f['left']} | {f['findings']} | {f['fixable']} | {rules} | "
                          f"`{f['command']}` |")
+    if m.get("skipped"):
+        lines += ["", "## Skipped files (named like a model, but not one)", "", "| file | why |", "|---|---|"]
+        lines += [f"| `{x['relpath']}` | {_cell(x['reason'])} |" for x in m["skipped"]]
     return "\n".join(lines) + "\n"

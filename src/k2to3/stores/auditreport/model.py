@@ -203,7 +203,9 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         "files_to_touch": len(files), "files_left_after_fix": sum(1 for f in files if f["left"]),
         "findings_left_after_fix": n_find - n_fix, "noqa_debt": rep["noqa_debt"],
         "optimizer_states": dict(Counter(a["optimizer_state"]["status"] for a in arts if a["optimizer_state"])),
+        "skipped": len(rep.get("skipped") or []),
     }
     ranked = sorted(blockers.values(), key=lambda b: (-b["artifacts"], b["cause"]))
     return {**rep, "schema": SCHEMA, "root": str(root), "summary": summary, "blockers": ranked,
-            "artifacts": arts, "source_files": files}
+            "artifacts": arts, "source_files": files, "skipped": [
+                {**x, "relpath": relpath(x["path"], root)} for x in rep.get("skipped") or []]}

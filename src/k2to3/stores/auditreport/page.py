@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.core.rules import PACKAGE_DIR
+from k2to3.core.text import plural
 from k2to3.stores.auditreport.model import VERDICTS, optimizer_text
 
 e = html.escape
@@ -165,10 +166,15 @@ def to_html(m: dict[str, Any]) -> str:
              ("sum-fixable", s["fixable"], "fixable by <code>k2to3 fix</code>"),
              ("sum-needs-person", s["needs_person"], "need a person")]
     card_html = "".join(f"<div class='card'><b id='{i}'>{n}</b><br>{label}</div>" for i, n, label in cards)
-    effort = (f"<p id='effort'>Effort: <b id='sum-files-to-touch'>{s['files_to_touch']}</b> source files to touch; "
-              f"after <code>k2to3 fix</code>, <b id='sum-left-after-fix'>{s['findings_left_after_fix']}</b> findings "
-              f"in {s['files_left_after_fix']} files need a person. Debt behind noqa: {s['noqa_debt']['lines']} "
-              f"lines, {s['noqa_debt']['files']} files.</p>")
+    def words(n: int, one: str) -> str:
+        return plural(n, one).split(" ", 1)[1]
+
+    effort = (f"<p id='effort'>Effort: <b id='sum-files-to-touch'>{s['files_to_touch']}</b> source "
+              f"{words(s['files_to_touch'], 'file')} to touch; after <code>k2to3 fix</code>, "
+              f"<b id='sum-left-after-fix'>{s['findings_left_after_fix']}</b> "
+              f"{words(s['findings_left_after_fix'], 'finding')} in "
+              f"{plural(s['files_left_after_fix'], 'file')} need a person. Debt behind noqa: "
+              f"{plural(s['noqa_debt']['lines'], 'line')}, {plural(s['noqa_debt']['files'], 'file')}.</p>")
     states = s.get("optimizer_states") or {}
     effort += ("<p id='optimizer-states'>Optimizer state (does it travel to Keras 3): "
                + (", ".join(f"<b class='opt-{e(k)}'>{n}</b> {e(k)}" for k, n in sorted(states.items()))
@@ -184,7 +190,8 @@ def to_html(m: dict[str, Any]) -> str:
                   for b in m["blockers"][:25])
     blockers = ("<h2>Top blockers</h2><table id='blockers'><thead><tr><th>artifacts</th><th>cause</th><th>rule</th>"
                 f"<th>what unblocks them</th><th>e.g.</th></tr></thead><tbody>{blk}</tbody></table>"
-                if m["blockers"] else "<h2>Top blockers</h2><p>None: every artifact is portable.</p>")
+                if m["blockers"] else "<h2>Top blockers</h2><p>None: "
+                + ("every artifact is portable." if s["artifacts"] else "no artifact was found.") + "</p>")
     arts = "".join(_artifact_row(a, m["root"]) for a in m["artifacts"])
     art_table = ("<h2>Artifacts</h2>" + _controls("artifacts", 1) + "<table id='artifacts'><thead><tr>"
                  "<th data-key='path'>artifact</th><th data-key='verdict'>verdict</th>"
@@ -202,6 +209,11 @@ def to_html(m: dict[str, Any]) -> str:
                      for k, n in m["rule_totals"].items())
     rules = ("<h2>Findings per rule</h2><table id='rule-totals'><thead><tr><th>rule</th><th>findings</th></tr>"
              f"</thead><tbody>{totals}</tbody></table>")
+    skipped = "".join(f"<tr><td><code>{e(x['relpath'])}</code></td><td>{e(x['reason'])}</td></tr>"
+                      for x in m.get("skipped") or [])
+    if skipped:
+        rules += ("<h2>Skipped files</h2><p class='muted'>Named like a model, but not one.</p><table id='skipped'>"
+                  f"<thead><tr><th>file</th><th>why</th></tr></thead><tbody>{skipped}</tbody></table>")
     data = json.dumps({"summary": s}).replace("</", "<\\/")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>k2to3 audit</title><style>{CSS}</style>"
             f"<script>document.documentElement.className='js'</script></head><body>"
