@@ -1,18 +1,24 @@
-"""`k2to3 rule CODE` (issue 26 item 7): every rule code's docs come from the rule data shipped in the package
-(k2to3/rules/*.toml), never from docs/ (which only a checkout has)."""
+"""`k2to3 rule CODE` and the reports' Rules sections (issue 26 item 7): every rule code's docs come from the rule data
+shipped in the package (k2to3/rules/*.toml), never from docs/ (which only a checkout has), and the reports' rule
+links are anchors inside the report itself."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import ROOT
+import pytest
+from conftest import BAD, ROOT
+from doclinks import md_broken_links, no_checkout_doc_links
 
 from k2to3.core import ruledocs
 from k2to3.core.rules import rules_dir
+from k2to3.pipeline.report import to_markdown
 
 
 def k2to3(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -101,3 +107,52 @@ def test_docs_come_from_the_rules_data_not_from_docs(monkeypatch, tmp_path):
         for f in cached:  # the next caller loads the real data again
             f.cache_clear()
 
+
+def _wheel_layout(site: Path) -> None:
+    """What the wheel installs (pyproject: packages src/k2to3, force-include rules -> k2to3/rules): no docs/."""
+    shutil.copytree(ROOT / "src" / "k2to3", site / "k2to3", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "rules", site / "k2to3" / "rules", ignore=shutil.ignore_patterns("__pycache__"))
+
+
+def test_rule_and_report_from_the_wheel_layout(tmp_path):
+    """From an installed layout, away from the checkout: `k2to3 rule` reads k2to3/rules, and a real conversion's
+    report.md links its findings to its own Rules section."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    _wheel_layout(site)
+    work.mkdir()
+    env = {"PYTHONPATH": str(site)}
+    probe = subprocess.run([sys.executable, "-c", "import k2to3, k2to3.core.rules as r; print(k2to3.__file__); "
+                            "print(r.rules_dir())"], capture_output=True, text=True, env={**os.environ, **env},
+                           cwd=work, check=True).stdout.split()
+    assert probe == [str(site / "k2to3" / "__init__.py"), str(site / "k2to3" / "rules")]
+    r = k2to3("rule", "K2T902", env=env, cwd=work)
+    assert r.returncode == 0 and ruledocs.lookup("K2T902").what in r.stdout
+    shutil.copy(BAD / "unknown_layer.h5", work / "m.h5")
+    c = k2to3("convert", "m.h5", "-o", "m.keras", env=env, cwd=work)
+    assert c.returncode == 3, c.stderr
+    md = (work / "m.keras.report" / "report.md").read_text()
+    assert "| [K2T902](#k2t902) | error | mystery |" in md and "\n## Rules\n" in md and "\n### K2T902\n" in md
+    assert ruledocs.lookup("K2T902").fix in md and "More: `k2to3 rule K2T902`" in md
+    assert md_broken_links(md) == [] and no_checkout_doc_links(md)
+
+
+@pytest.fixture(scope="module")
+def not_portable_report(tmp_path_factory) -> dict:
+    """report.json of a real conversion (a file that stops at its unknown layer class: no backend starts)."""
+    d = tmp_path_factory.mktemp("np")
+    r = k2to3("convert", str(BAD / "unknown_layer.h5"), "-o", str(d / "o.keras"))
+    assert r.returncode == 3, r.stderr
+    return json.loads((d / "o.keras.report" / "report.json").read_text())
+
+
+def test_report_rules_section_covers_every_cited_code(not_portable_report):
+    rep = {**not_portable_report, "findings": [
+        *not_portable_report["findings"],
+        {"code": "K2T401", "severity": "info", "layer": "lstm", "message": "dropped time_major", "fix": None},
+        {"code": "K2T999", "severity": "info", "layer": None, "message": "a code with no rule", "fix": None}],
+        "workarounds": [{"backend": "jax", "jobs": "load", "what": "see K2T611", "why": "test", "fix": "none"}]}
+    md = to_markdown(rep)
+    assert "[K2T401](#k2t401)" in md and "| K2T999 |" in md and "(#k2t999)" not in md
+    rules = md[md.index("\n## Rules\n"):]
+    assert re.findall(r"^### (K2T\d+)$", rules, re.M) == ["K2T401", "K2T611", "K2T902"]  # K2T611: cited in text
+    assert md_broken_links(md) == [] and no_checkout_doc_links(md)
