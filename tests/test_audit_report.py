@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ARTIFACTS, FIXTURES
+from doclinks import html_broken_links, md_broken_links, no_checkout_doc_links
 
 sys.path.insert(0, str(FIXTURES))
 from make_audit_store import make_store
@@ -47,7 +48,11 @@ def test_summary_blockers_and_next_commands(small):
     ranked = [b["artifacts"] for b in m["blockers"]]
     assert ranked == sorted(ranked, reverse=True)
     by = {b["cause"]: b for b in m["blockers"]}
-    assert by["K2T901:"]["artifacts"] == counts["lambda"] and by["K2T901:"]["docs"] == "docs/rules.md#k2t901"
+    assert by["K2T901:"]["artifacts"] == counts["lambda"] and by["K2T901:"]["docs"] == "#k2t901"
+    # the docs anchors point into the report's own Rules section: the docs of every code it cites (shipped data)
+    rules = {r["code"]: r for r in m["rules"]}
+    assert {b["code"] for b in m["blockers"] if b["code"]} | set(m["rule_totals"]) <= set(rules)
+    assert rules["K2T901"]["what"] and rules["K2T901"]["fix"] and rules["K2T901"]["more"] == "k2to3 rule K2T901"
     assert "training scripts" in by["K2T901:"]["action"]
     assert by["weights-only"]["artifacts"] == counts["weights-only"]
     assert by["unreadable"]["artifacts"] == counts["corrupt"]
@@ -83,6 +88,11 @@ def test_markdown_and_html_carry_the_same_facts(small):
     assert html.count("<tr><td><code>team-") == 40 + 5  # every row is a plain table row (works without script)
     assert "<a href='file:///" in html and "/train/train.py'><code>team-0" in html  # clickable path:line
     assert f"<b id='sum-needs-person'>{s['needs_person']}</b>" in html and "class=\"verdict-chart\"" in html
+    # rule links resolve within each document, from any install (issue 26: no docs/rules.md, no file:///.../docs)
+    assert "<a href='#k2t901'>K2T901</a>" in html and "<div class='rule' id='k2t901'>" in html
+    assert "[K2T901](#k2t901)" in md and "\n### K2T901\n" in md
+    assert html_broken_links(html) == [] and md_broken_links(md) == []
+    assert no_checkout_doc_links(html) and no_checkout_doc_links(md)
 
 
 @pytest.mark.slow
@@ -166,7 +176,8 @@ def test_causes_of_real_fixtures(tmp_path):
                    "weights_only.h5": ("blocked", ["weights-only"])}
     by = {b["cause"]: b for b in m["blockers"]}
     assert "save it as .h5" in by["archive-lambda"]["action"]
-    assert by["K2T904:tf.math.cumsum(exclusive=True)"]["docs"] == "docs/rules.md#k2t904"
+    assert by["K2T904:tf.math.cumsum(exclusive=True)"]["docs"] == "#k2t904"
+    assert "K2T904" in {r["code"] for r in m["rules"]}
 
 
 def _optimizer_tree(d: Path) -> Path:

@@ -13,7 +13,7 @@ from rich.markup import escape
 
 from k2to3.core.options import MAX_MEMORY_HELP
 from k2to3.errors import K2to3Error
-from k2to3.interfaces import cli_options
+from k2to3.interfaces import cli_options, cli_rule
 from k2to3.interfaces.cli_help import Command, Group
 from k2to3.interfaces.console import err, out
 from k2to3.interfaces.console import fail as _fail
@@ -381,6 +381,9 @@ def _finish_audit(rep: dict[str, Any], given: list[str], out_dir: Path, formats:
     if rep["worst_verdict"] not in (None, "portable"):
         raise typer.Exit(3)
     raise typer.Exit(1 if "mismatch" in verified else 0)
+
+
+cli_rule.register(app)  # k2to3 rule CODE (interfaces/cli_rule.py)
 
 
 @app.command(cls=Command)

@@ -14,6 +14,7 @@ from typing import Any
 
 from k2to3.checks.format import fmt
 from k2to3.checks.registry import CHECKS
+from k2to3.core import ruledocs
 from k2to3.core.writable import write_atomic
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats import Input
@@ -128,9 +129,15 @@ def _source(report: dict[str, Any]) -> list[str]:
 def _findings(report: dict[str, Any]) -> list[str]:
     if not report.get("findings"):
         return []
+    docs = ruledocs.rule_docs()
     return ["| code | severity | layer | message |", "|---|---|---|---|",
-            *[f"| [{f['code']}](docs/rules.md#{f['code'].lower()}) | {f['severity']} | {f['layer'] or ''} | "
+            *[f"| {_code_link(f['code'], docs)} | {f['severity']} | {f['layer'] or ''} | "
               f"{f['message']}{' Fix: ' + f['fix'] if f.get('fix') else ''} |" for f in report["findings"]]]
+
+
+def _code_link(code: str, docs: dict[str, Any]) -> str:
+    """A link to the code's entry in this report's Rules section (to_markdown adds one per cited code)."""
+    return f"[{code}](#{ruledocs.anchor(code)})" if code in docs else code
 
 
 def _renames(report: dict[str, Any]) -> list[str]:
@@ -181,11 +188,16 @@ def rendered_keys() -> set[str]:
 
 
 def to_markdown(report: dict[str, Any]) -> str:
+    """The header, the sections of SECTIONS, then a Rules section with the docs of every rule code the report
+    cites: the findings' `#k2t401` links point there, so they work wherever report.md is opened (no docs/ path)."""
     lines = _header(report)
     for heading, _, render in SECTIONS:
         body = render(report)
         if body:
             lines += ["", f"## {heading}", "", *body]
+    rules = ruledocs.report_section(ruledocs.cited("\n".join(lines)))
+    if rules:
+        lines += ["", *rules]
     return "\n".join(lines) + "\n"
 
 

@@ -4,30 +4,11 @@
 from __future__ import annotations
 
 import sys
-from functools import cache
 from pathlib import Path
-from typing import Any
 
-import tomllib
-
-from k2to3.core.rules import rules_dir
+from k2to3.core.ruledocs import optimizer_rules  # the loader lives with the other rule data (k2to3 rule reads it)
 
 BEGIN, END = "<!-- optimizer-rules:begin -->", "<!-- optimizer-rules:end -->"
-STATUSES = {"translated", "portable", "finding", "same"}
-
-
-@cache
-def optimizer_rules() -> tuple[dict[str, Any], ...]:
-    path = rules_dir() / "optimizers.toml"
-    with open(path, "rb") as fh:
-        rules = tuple(tomllib.load(fh)["rule"])
-    for r in rules:
-        missing = {"code", "title", "optimizer", "status", "what", "why", "before", "after", "fix"} - set(r)
-        if missing or r["status"] not in STATUSES:
-            raise ValueError(f"{path}: rule {r.get('code')}: missing {sorted(missing)} or bad status")
-    if len({r["code"] for r in rules}) != len(rules):
-        raise ValueError(f"{path}: duplicate rule codes")
-    return rules
 
 
 def render() -> str:

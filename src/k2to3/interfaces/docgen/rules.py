@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from k2to3.core.ruledocs import where
 from k2to3.core.rules import keras1_rules, layer_rules, source_rules
 
 HEADER = """# k2to3 rules
@@ -24,9 +25,7 @@ def render() -> str:
     for r in rules:
         out.append(f"| [{r.code}](#{r.code.lower()}) | {r.title} | {r.fm} | {r.safety} |\n")
     for r in rules:
-        where = "source: `k2to3 lint`" + (", fixed by `k2to3 fix`" if r.fixable else "") if r.action == "source" \
-            else f"artifact: `k2to3 convert`, {r.fm}"
-        out.append(f"\n## {r.code}\n\n**{r.title}** ({where}; fix safety: {r.safety})\n\n")
+        out.append(f"\n## {r.code}\n\n**{r.title}** ({where(r)}; fix safety: {r.safety})\n\n")
         if r.classes:
             out.append(f"Applies to: {', '.join(f'`{c}`' for c in r.classes)}.\n\n")
         out.append(f"**What it does.** {r.what}\n\n**Why.** {r.why}\n\n")

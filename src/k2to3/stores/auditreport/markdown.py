@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from k2to3.core import ruledocs
 from k2to3.core.text import plural
 from k2to3.stores.auditreport.model import optimizer_text
 
@@ -36,7 +37,7 @@ def to_markdown(m: dict[str, Any]) -> str:
     if m["blockers"]:
         lines += ["| artifacts | cause | rule | what unblocks them | e.g. |", "|---|---|---|---|---|"]
         for b in m["blockers"]:
-            rule = f"[{b['code']}]({b['docs']})" if b["docs"] else ""
+            rule = f"[{b['code']}]({b['docs']})" if b["docs"] else (b["code"] or "")
             lines.append(f"| {b['artifacts']} | {_cell(b['label'])} | {rule} | {_cell(b['action'])} | "
                          f"{', '.join(f'`{x}`' for x in b['examples'])} |")
     else:
@@ -68,4 +69,7 @@ def to_markdown(m: dict[str, Any]) -> str:
     if m.get("skipped"):
         lines += ["", "## Skipped files (named like a model, but not one)", "", "| file | why |", "|---|---|"]
         lines += [f"| `{x['relpath']}` | {_cell(x['reason'])} |" for x in m["skipped"]]
+    rules = ruledocs.report_section([r["code"] for r in m.get("rules", [])])  # what the #k2t901 links point to
+    if rules:
+        lines += ["", *rules]
     return "\n".join(lines) + "\n"

@@ -11,11 +11,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from k2to3.core import ruledocs
 from k2to3.core import rules as rules_mod
 
 SCHEMA = "k2to3.audit/2"
 VERDICTS = ("portable", "portable with source", "tf-only", "blocked")
-RULES_DOC = "docs/rules.md"
 
 # Blocking causes that are not rules: what unblocks them (rule causes take `unblock` from rules/*.toml).
 ACTIONS = {
@@ -159,9 +159,24 @@ def optimizer_text(o: dict[str, Any] | None) -> str:
     return f"{o['status']}: {o.get('reason') or '?'} ({o['evidence']})"
 
 
+def cited_rules(blockers: list[dict[str, Any]], arts: list[dict[str, Any]], files: list[dict[str, Any]],
+                rule_totals: dict[str, int]) -> list[dict[str, Any]]:
+    """The docs (shipped rule data, core/ruledocs.py) of every rule code the report shows: blockers, per-artifact
+    rules and reasons, per-file rules, totals. The report's `#k2t901` links point to these entries."""
+    codes = {b["code"] for b in blockers if b["code"]} | set(rule_totals)
+    codes |= {c for f in files for c in (r["code"] for r in f["rules"])}
+    for a in arts:
+        codes.update(a.get("rules") or {})
+        codes.update(_CODE.findall(a.get("reason") or ""))
+    docs = ruledocs.rule_docs()
+    return [docs[c].to_dict() for c in sorted(codes) if c in docs]
+
+
 def build(rep: dict[str, Any]) -> dict[str, Any]:
     """The report model: run_audit's report with the schema-2 fields added (summary, blockers, source_files and
-    per-artifact relpath, evidence, worst_error, next, custom_sources, causes, effort)."""
+    per-artifact relpath, evidence, worst_error, next, custom_sources, causes, effort; rules: the docs of the codes
+    it cites)."""
+    documented = ruledocs.rule_docs()
     root = audit_root(rep["paths"])
     arts = []
     blockers: dict[str, dict[str, Any]] = {}
@@ -176,7 +191,7 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         arts.append(row)
         for key, code, label in cs:
             b = blockers.setdefault(key, {"cause": key, "code": code, "label": label, "artifacts": 0,
-                                          "docs": f"{RULES_DOC}#{code.lower()}" if code else None,
+                                          "docs": f"#{ruledocs.anchor(code)}" if code in documented else None,
                                           "action": _action(key, code), "examples": []})
             b["artifacts"] += 1
             if len(b["examples"]) < 3:
@@ -207,5 +222,5 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
     }
     ranked = sorted(blockers.values(), key=lambda b: (-b["artifacts"], b["cause"]))
     return {**rep, "schema": SCHEMA, "root": str(root), "summary": summary, "blockers": ranked,
-            "artifacts": arts, "source_files": files, "skipped": [
-                {**x, "relpath": relpath(x["path"], root)} for x in rep.get("skipped") or []]}
+            "artifacts": arts, "source_files": files, "rules": cited_rules(ranked, arts, files, rep["rule_totals"]),
+            "skipped": [{**x, "relpath": relpath(x["path"], root)} for x in rep.get("skipped") or []]}

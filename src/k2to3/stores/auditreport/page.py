@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from k2to3.core.rules import PACKAGE_DIR
 from k2to3.core.text import plural
 from k2to3.stores.auditreport.model import VERDICTS, optimizer_text
 
@@ -107,11 +106,25 @@ def _href(path_line: str, root: str) -> str:
     return e((Path(root) / path).as_uri())
 
 
-def _docs_href(anchor: str | None) -> str:
-    if not anchor:
+def _code(code: str | None, documented: set[str]) -> str:
+    """A rule code, linked to its entry in the page's Rules section (an anchor within the page: it works from any
+    install and offline) when the page has one."""
+    if not code:
         return ""
-    doc = PACKAGE_DIR.parents[1] / "docs" / "rules.md"  # a checkout's docs (issue 26: links from a wheel)
-    return (doc.as_uri() + "#" + anchor.split("#", 1)[1]) if doc.is_file() else anchor
+    return f"<a href='#{code.lower()}'>{e(code)}</a>" if code in documented else e(code)
+
+
+def _rules(rules: list[dict[str, Any]]) -> str:
+    """The Rules section: what, why and fix of every code the page cites (model.cited_rules), one id per code."""
+    if not rules:
+        return ""
+    items = "".join(f"<div class='rule' id='{e(r['code'].lower())}'><h3>{e(r['code'])} <span class='muted'>"
+                    f"{e(r['title'])}</span></h3><p class='muted'>{_inline_code(r['where'])}</p>"
+                    f"<p><b>What.</b> {_inline_code(r['what'])}</p><p><b>Why.</b> {_inline_code(r['why'])}</p>"
+                    f"<p><b>Fix.</b> {_inline_code(r['fix'])}</p><p class='muted'>More: <code>{e(r['more'])}</code>"
+                    "</p></div>" for r in rules)
+    return ("<h2 id='rules'>Rules</h2><p class='muted'>The rules this report cites, from the rule data shipped "
+            f"with k2to3 (the full entry with an example: <code>k2to3 rule CODE</code>).</p>{items}")
 
 
 def _controls(table: str, verdict_col: int | None) -> str:
@@ -183,8 +196,8 @@ def to_html(m: dict[str, Any]) -> str:
             f"<code>k2to3 audit --verify</code> is the proof (convert, then compare with the Keras 2 output on "
             f"tensorflow, torch and jax): {s['verified']} verified, {s['predicted']} predicted. Commands run from "
             f"<code>{e(m['root'])}</code>.</p>")
-    blk = "".join(f"<tr><td>{b['artifacts']}</td><td>{e(b['label'])}</td><td>"
-                  + (f"<a href='{_docs_href(b['docs'])}'>{e(b['code'])}</a>" if b["docs"] else "")
+    documented = {r["code"] for r in m.get("rules", [])}
+    blk = "".join(f"<tr><td>{b['artifacts']}</td><td>{e(b['label'])}</td><td>{_code(b['code'], documented)}"
                   + f"</td><td>{_inline_code(b['action'])}</td><td>"
                   + "<br>".join(f"<code>{e(x)}</code>" for x in b["examples"]) + "</td></tr>"
                   for b in m["blockers"][:25])
@@ -205,7 +218,7 @@ def to_html(m: dict[str, Any]) -> str:
                  "<th data-key='path'>file</th><th data-key='effort' data-num>left after fix</th>"
                  "<th data-key='findings' data-num>findings</th><th data-key='fixable' data-num>fixable</th>"
                  f"<th>by rule</th><th>preview the fix</th></tr></thead><tbody>{srcs}</tbody></table>")
-    totals = "".join(f"<tr><td><a href='{_docs_href('#' + k.lower())}'>{e(k)}</a></td><td>{n}</td></tr>"
+    totals = "".join(f"<tr><td>{_code(k, documented)}</td><td>{n}</td></tr>"
                      for k, n in m["rule_totals"].items())
     rules = ("<h2>Findings per rule</h2><table id='rule-totals'><thead><tr><th>rule</th><th>findings</th></tr>"
              f"</thead><tbody>{totals}</tbody></table>")
@@ -219,4 +232,5 @@ def to_html(m: dict[str, Any]) -> str:
             f"<script>document.documentElement.className='js'</script></head><body>"
             f"<h1>k2to3 audit of {e(m['root'])}</h1><section id='summary'><div class='cards'>{card_html}</div>"
             f"{verdict_chart(s['verdicts'])}{effort}{note}</section>{blockers}{art_table}{src_table}{rules}"
+            f"{_rules(m.get('rules', []))}"
             f"<script type='application/json' id='data'>{data}</script><script>{SCRIPT}</script></body></html>\n")
