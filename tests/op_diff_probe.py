@@ -1,6 +1,8 @@
 """Differential check of rules/ops.toml, run in a subprocess per backend (KERAS_BACKEND set by the caller):
 each entry's TensorFlow function (eager; tf_keras.backend.<k[0]> for a K entry) and its keras.ops translation
-on the same seeded inputs. Prints one JSON list of results. Not a test module: test_ops.py runs it."""
+on the same seeded inputs, within a tolerance derived from the case (op_tolerance.py: the reference rerun in
+float64, and for a `sums` entry on the inputs' absolute values). Prints one JSON list of results. Not a test
+module: test_ops.py runs it."""
 
 from __future__ import annotations
 
@@ -15,12 +17,11 @@ warnings.filterwarnings("ignore")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import op_tolerance  # noqa: E402 - tests/op_tolerance.py, beside this script
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from k2to3.core import optable as table  # noqa: E402
-
-TOL = {"float32": (1e-5, 1e-6), "float16": (1e-3, 1e-3)}
 
 
 def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0, unit=False):
@@ -45,14 +46,14 @@ def reference(entry):
     return getattr(tf_keras.backend, entry.k[0]) if entry.k else _resolve(tf, entry.tf[0])
 
 
-def run_case(entry, case, seed, graph=False):
-    """Case fields: x (shape) or xs (list of shapes), dtype (of x: float32, bool, int32, ...), positive,
-    scale (multiplies float inputs), tensors = {kw: shape} float tensors, ints = {kw: shape} int32 tensors in
-    [0, high), consts = {kw: literal} int32 tensors, value = a Python literal first argument, unit = float
-    inputs in (0.05, 0.95), operands = [shapes] float tensors passed positionally after `args` (tf.einsum's
-    *inputs), tuples = list arguments passed as tuples, kwargs = static keyword arguments,
-    args = static positional arguments after the first (named through `params` by positional_to_keywords, as
-    the source rewriter does)."""
+def _inputs(case, seed):
+    """The case's arguments as numpy arrays and literals, seeded. Case fields: x (shape) or xs (list of shapes),
+    dtype (of x: float32, bool, int32, ...), positive, scale (multiplies float inputs), tensors = {kw: shape}
+    float tensors, ints = {kw: shape} int32 tensors in [0, high), consts = {kw: literal} int32 tensors, value = a
+    Python literal first argument, unit = float inputs in (0.05, 0.95), operands = [shapes] float tensors passed
+    positionally after `args` (tf.einsum's *inputs), tuples = list arguments passed as tuples, kwargs = static
+    keyword arguments, args = static positional arguments after the first (named through `params` by
+    positional_to_keywords, as the source rewriter does)."""
     rng = np.random.default_rng(seed)
     positive = case.get("positive", False)
     dtype = case.get("dtype", "float32")
@@ -73,21 +74,65 @@ def run_case(entry, case, seed, graph=False):
     tensors.update({k: _arr(rng, s, "bool") for k, s in case.get("bools", {}).items()})
     tensors.update({k: np.sort(_arr(rng, s, "int32", high=high)) for k, s in case.get("sorted_ids", {}).items()})
     tensors.update({k: np.asarray(v, dtype="int32") for k, v in case.get("consts", {}).items()})
-    kwargs = {**case.get("kwargs", {}), **tensors}
-    as_list = isinstance(first, list) and not static
-    tf_first = first if static else [tf.constant(a) for a in first] if as_list else tf.constant(first)
     args = list(case.get("args", []))
     operands = [_arr(rng, s, "float32", positive, high, scale, unit) for s in case.get("operands", [])]
+    kwargs = dict(case.get("kwargs", {}))
     if case.get("tuples"):  # TOML has no tuples; K.pool2d needs them (`(1,) + strides + (1,)`)
         args = [tuple(a) if isinstance(a, list) else a for a in args]
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
-    tf_kwargs = {k: tf.constant(v) if k in tensors else v for k, v in kwargs.items()}
-    ref = reference(entry)(tf_first, *args, *map(tf.constant, operands), **tf_kwargs)
-    k_first = first if static else [keras.ops.convert_to_tensor(a) for a in first] if as_list else \
+    return {"first": first, "static": static, "as_list": isinstance(first, list) and not static, "args": args,
+            "kwargs": kwargs, "tensors": tensors, "operands": operands}
+
+
+def _float64(a):
+    return a.astype("float64") if a.dtype.kind == "f" else a
+
+
+def _abs64(a):
+    return np.abs(a.astype("float64")) if a.dtype.kind == "f" else a
+
+
+def _abs32(a):  # for an op without float64 kernels: the magnitude summed needs no float64 precision
+    return np.abs(a) if a.dtype.kind == "f" else a
+
+
+def call_reference(entry, inp, cast=None):
+    """The reference on the case's inputs, each float array passed through `cast` first (float64: the float64
+    reference; absolute values: the magnitude a summing op sums)."""
+    cast = cast or (lambda a: a)
+    first = inp["first"]
+    tf_first = first if inp["static"] else [tf.constant(cast(a)) for a in first] if inp["as_list"] else \
+        tf.constant(cast(first))
+    tf_kwargs = {**inp["kwargs"], **{k: tf.constant(cast(v)) for k, v in inp["tensors"].items()}}
+    return reference(entry)(tf_first, *inp["args"], *(tf.constant(cast(o)) for o in inp["operands"]), **tf_kwargs)
+
+
+def _outputs(value):
+    return [np.asarray(r) for r in (value if isinstance(value, (list, tuple)) else [value])]
+
+
+def _derived(entry, inp, cast, n):
+    """The reference's outputs on cast inputs, or None where it does not run (a float64 kernel TF lacks, a K
+    function that builds floatx() constants) or gives another structure: the tolerance then does without."""
+    try:
+        outs = _outputs(call_reference(entry, inp, cast))
+    except Exception:  # e.g. no float64 kernel: the tolerance estimates without it
+        return [None] * n
+    return outs if len(outs) == n else [None] * n
+
+
+def run_case(entry, case, seed, graph=False):
+    """One case: the reference and the translation on the same inputs, judged per output by the tolerance derived
+    from the case (op_tolerance.py). Returns a result dict: ok, max_abs, tol and ratio (of the worst output: max
+    |error| / derived tolerance), floor (the reference's float32 rounding, max |ref - ref64|), note."""
+    inp = _inputs(case, seed)
+    first, tensors = inp["first"], inp["tensors"]
+    ref = call_reference(entry, inp)
+    k_first = first if inp["static"] else [keras.ops.convert_to_tensor(a) for a in first] if inp["as_list"] else \
         keras.ops.convert_to_tensor(first)
-    k_kwargs = {k: keras.ops.convert_to_tensor(v) if k in tensors else v for k, v in kwargs.items()}
+    k_kwargs = {**inp["kwargs"], **{k: keras.ops.convert_to_tensor(v) for k, v in tensors.items()}}
     k_first, k_kwargs = table.positional_to_keywords(
-        entry, [k_first, *args, *map(keras.ops.convert_to_tensor, operands)], k_kwargs)
+        entry, [k_first, *inp["args"], *map(keras.ops.convert_to_tensor, inp["operands"])], k_kwargs)
     name, call_kwargs = table.call_target(entry, table.translate(entry, k_first, k_kwargs))
     if graph and name == entry.keras:  # the composition a rebuilt model graph uses (rebuild.py)
         name = entry.graph
@@ -99,25 +144,39 @@ def run_case(entry, case, seed, graph=False):
         target = _resolve(keras.ops, name)
     positional, call_kwargs = table.call_arguments(entry, call_kwargs)
     got = target(*positional, **call_kwargs)
-    refs = [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+    refs = _outputs(ref)
     if not isinstance(ref, (list, tuple)) and isinstance(got, tuple):  # keras.ops.shape: a tuple of sizes
         got = np.asarray([keras.ops.convert_to_numpy(g) for g in got])
     gots = [np.asarray(keras.ops.convert_to_numpy(g)) for g in (got if isinstance(got, (list, tuple)) else [got])]
     if len(refs) != len(gots):
-        return False, float("inf"), f"{len(gots)} outputs, TF has {len(refs)}"
-    worst = 0.0
-    for r, g in zip(refs, gots):
+        return _result(False, float("inf"), f"{len(gots)} outputs, TF has {len(refs)}")
+    floats = any(r.dtype.kind in "fc" for r in refs)
+    refs64 = _derived(entry, inp, _float64, len(refs)) if floats else [None] * len(refs)
+    summed = [None] * len(refs)
+    if floats and entry.sums:
+        summed = _derived(entry, inp, _abs64, len(refs))
+        if summed[0] is None:
+            summed = _derived(entry, inp, _abs32, len(refs))
+    worst = _result(True, 0.0)
+    for r, g, r64, s in zip(refs, gots, refs64, summed):
         if r.shape != g.shape:
-            return False, float("inf"), f"shape {g.shape} != TF {r.shape}"
-        rtol, atol = TOL.get(str(r.dtype), (0.0, 0.0))
+            return _result(False, float("inf"), f"shape {g.shape} != TF {r.shape}")
         if r.dtype.kind in "fc":
-            diff = np.abs(g.astype("float64") - r.astype("float64"))
-            worst = max(worst, float(diff.max()) if diff.size else 0.0)
-            if not np.allclose(g, r, rtol=rtol, atol=atol):
-                return False, worst, f"max abs error {worst:.3g}"
+            v = op_tolerance.judge(g, r, r64, s)
+            if not v.ok:
+                return _result(False, v.max_abs, v.note, v.tol, v.ratio, v.floor)
+            if v.ratio >= worst["ratio"]:
+                worst = _result(True, max(worst["max_abs"], v.max_abs), "", v.tol, v.ratio, v.floor)
+            else:
+                worst["max_abs"] = max(worst["max_abs"], v.max_abs)
         elif not np.array_equal(g.astype(r.dtype), r):
-            return False, float("inf"), "values differ"
-    return True, worst, ""
+            return _result(False, float("inf"), "values differ")
+    return worst
+
+
+def _result(ok, max_abs, note="", tol=0.0, ratio=0.0, floor=0.0):
+    return {"ok": ok, "max_abs": max_abs, "tol": tol, "ratio": float("inf") if not ok and not ratio else ratio,
+            "floor": floor, "note": note}
 
 
 def params_mismatch(entry):
@@ -140,11 +199,10 @@ def main():
         for i, case in enumerate(entry.cases):
             for graph in (False, True) if entry.graph else (False,):
                 try:
-                    ok, err, note = run_case(entry, case, seed=i, graph=graph)
+                    res = run_case(entry, case, seed=i, graph=graph)
                 except Exception as exc:  # a crash is a failing result, reported with its message
-                    ok, err, note = False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-                results.append({"op": entry.name, "case": f"{i}:graph" if graph else i, "ok": ok, "max_abs": err,
-                                "note": note})
+                    res = _result(False, float("inf"), f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                results.append({"op": entry.name, "case": f"{i}:graph" if graph else i, **res})
     print(json.dumps({"backend": keras.backend.backend(), "results": results, "params_mismatch": mismatches}))
 
 

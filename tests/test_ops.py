@@ -1,6 +1,7 @@
 """The op table: every entry is checked by a differential test (TF eager, or tf_keras.backend for a K entry,
-vs its keras.ops translation) on tensorflow, torch and jax. A backend disagreement is recorded in the table
-(known_failures) and must keep failing here, so a fixed backend is noticed."""
+vs its keras.ops translation) on tensorflow, torch and jax, within a tolerance derived from each case
+(op_tolerance.py). A backend disagreement is recorded in the table (known_failures) and must keep failing here, so a
+fixed backend is noticed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import os
 import subprocess
 import sys
 
+import numpy as np
+import op_tolerance
 import pytest
 from conftest import ROOT, record_line
 
@@ -70,11 +73,82 @@ def test_differential(backend, diff_results):
     unexpected = [r for r in results if not r["ok"] and (r["op"], r["case"]) not in known]
     fixed = [r for r in results if r["ok"] and (r["op"], r["case"]) in known]
     passing = sum(r["ok"] for r in results)
+    worst = max((r for r in results if r["ok"]), key=lambda r: r["ratio"], default=None)
     record_line("ops", {"backend": backend, "cases": len(results), "passing": passing,
                         "known_failures": sorted(known),
-                        "worst_max_abs": max((r["max_abs"] for r in results if r["ok"]), default=0.0)})
+                        "worst_max_abs": max((r["max_abs"] for r in results if r["ok"]), default=0.0),
+                        # max |error| / derived tolerance over the passing cases (1 fails), and where
+                        "worst_ratio": worst["ratio"] if worst else 0.0,
+                        "worst_ratio_case": f"{worst['op']}:{worst['case']}" if worst else None})
     assert not unexpected, unexpected
     assert not fixed, f"recorded as failing but now pass: {fixed}"
+
+
+def _separable_conv2d(x, dw, pw, dtype, order="sequential", channels="cm"):
+    """K.separable_conv2d (valid padding) in numpy, each sum in `order`: sequential, reversed, or in 4 interleaved
+    partial sums (a SIMD kernel's order); `channels` orders the depthwise outputs (Keras's c * multiplier + m, or
+    the wrong m * channels + c)."""
+    kh, kw, c, m = dw.shape
+    h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    win = np.stack([x[:, i:i + h, j:j + w] for i in range(kh) for j in range(kw)], axis=3).astype(dtype)
+
+    def total(terms):  # sum over the last axis, in `order`
+        if order == "reversed":
+            terms = terms[..., ::-1]
+        if order == "lanes":
+            pad = -terms.shape[-1] % 4
+            terms = np.concatenate([terms, np.zeros((*terms.shape[:-1], pad), dtype)], -1)
+            lanes = np.cumsum(terms.reshape((*terms.shape[:-1], -1, 4)), axis=-2, dtype=dtype)[..., -1, :]
+            return np.cumsum(lanes, axis=-1, dtype=dtype)[..., -1]
+        return np.cumsum(terms, axis=-1, dtype=dtype)[..., -1]
+
+    dep = total(np.moveaxis(win[..., None] * dw.astype(dtype).reshape(kh * kw, c, m), 3, -1))  # [B, h, w, C, M]
+    dep = (dep if channels == "cm" else np.swapaxes(dep, -1, -2)).reshape((*dep.shape[:3], c * m))
+    return total(np.swapaxes(dep[..., :, None] * pw.astype(dtype)[0, 0], -1, -2))
+
+
+def test_derived_tolerance_catches_translation_errors():
+    """The differential tolerance (op_tolerance.py) on backend.separable_conv2d case 0, the case another CPU's torch
+    kernel failed by 1.5e-5 under the fixed rtol 1e-5 / atol 1e-6: float32 rounding in another order, or correctly
+    rounded, passes; a translation error (kernel flipped or transposed, depthwise channels in the wrong order, the
+    padding on the other side, a 1e-4 relative change) fails by a wide margin."""
+    rng = np.random.default_rng(0)  # the probe's inputs for case 0 (op_diff_probe._inputs, seed 0)
+    x, dw, pw = (rng.standard_normal(s).astype("float32") * 2.0 for s in ([2, 7, 7, 3], [3, 3, 3, 2], [1, 1, 6, 4]))
+    ref = _separable_conv2d(x, dw, pw, np.float32)
+    ref64 = _separable_conv2d(x, dw, pw, np.float64)
+    summed = _separable_conv2d(np.abs(x), np.abs(dw), np.abs(pw), np.float64)
+    rounded = ref64.astype(np.float32)
+    assert not np.allclose(rounded, ref, rtol=1e-5, atol=1e-6)  # the fixed tolerance failed even this one
+    noise = {"reversed": _separable_conv2d(x, dw, pw, np.float32, "reversed"), "correctly rounded": rounded,
+             "4 lanes": _separable_conv2d(x, dw, pw, np.float32, "lanes")}
+    for name, got in noise.items():
+        v = op_tolerance.judge(got, ref, ref64, summed)
+        assert v.ok and v.ratio < 0.25, (name, v)
+    wrong = {"flipped kernel": _separable_conv2d(x, dw[::-1, ::-1], pw, np.float32),
+             "transposed kernel": _separable_conv2d(x, np.swapaxes(dw, 0, 1), pw, np.float32),
+             "channel order": _separable_conv2d(x, dw, pw, np.float32, channels="mc"),
+             "padding on the other side": _separable_conv2d(np.roll(x, 1, axis=1), dw, pw, np.float32),
+             "1e-4 relative": (ref64 * (1 + 1e-4)).astype(np.float32)}
+    for name, got in wrong.items():
+        v = op_tolerance.judge(got, ref, ref64, summed)
+        assert not v.ok and v.ratio > 4, (name, v)
+    # a reduction over the wrong axis, an elementwise op 1e-4 off (no `sums`: the floor and the measured float64
+    # rounding only)
+    a = rng.standard_normal((4, 16, 16)).astype("float32") * 2.0
+    mean = a.mean(axis=1)
+    assert op_tolerance.judge(a.astype(np.float64).mean(axis=1).astype(np.float32), mean,
+                              a.astype(np.float64).mean(axis=1), np.abs(a.astype(np.float64)).mean(axis=1)).ok
+    assert not op_tolerance.judge(a.mean(axis=2), mean, a.astype(np.float64).mean(axis=1),
+                                  np.abs(a.astype(np.float64)).mean(axis=1)).ok
+    e = np.exp(a[0])
+    assert op_tolerance.judge(np.exp(a[0].astype(np.float64)).astype(np.float32), e, np.exp(a[0].astype(np.float64))).ok
+    assert not op_tolerance.judge(e * np.float32(1 + 1e-4), e, np.exp(a[0].astype(np.float64))).ok
+    # a float64 result across a discontinuity (floor division's step) is not float32 noise: the floor is capped
+    q = np.floor(a[0] / np.float32(0.7))
+    q64 = q.astype(np.float64)
+    q64[0, 0] += 1.0
+    assert op_tolerance.reference_floor(q, q64) <= op_tolerance.FLOOR_CAP * np.finfo(np.float32).eps * np.abs(q).max()
+    assert not op_tolerance.judge(np.trunc(a[0] / np.float32(0.7)), q, q64).ok  # truncation, not floor division
 
 
 def test_translation_values():

@@ -41,6 +41,7 @@ class OpEntry:
     safety: str = "safe"
     notes: str = ""
     cases: tuple[dict[str, Any], ...] = ()
+    sums: bool = False  # the output sums products of the inputs (differential tolerance: tests/op_tolerance.py)
     known_failures: tuple[dict[str, Any], ...] = ()  # backend disagreements found by the differential test
 
     @property
