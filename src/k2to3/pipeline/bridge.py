@@ -11,7 +11,6 @@ from k2to3.errors import NotPortable
 from k2to3.formats import Input, bridged
 from k2to3.formats.artifact import read_keras_config
 from k2to3.pipeline.sources import Sources
-from k2to3.source.hoist import resolve_sources
 from k2to3.upgrade.needs import collect_needs, module_name_for
 from k2to3.workers.pool import Pool, WorkerError
 
@@ -32,6 +31,8 @@ def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Cal
                           hint="pass the source that defines them with --src model.py")
     if custom:
         assert sources.index is not None
+        from k2to3.source.hoist import resolve_sources  # libcst: only an archive with sources
+
         res = resolve_sources(sources.index, config, None, module_name_for(output.stem))
         if res.errors:
             raise NotPortable(res.errors[0].line())

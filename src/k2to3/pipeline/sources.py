@@ -12,7 +12,6 @@ from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.source.extract import SourceIndex, index_sources
 from k2to3.source.files import SKIP_DIRS
-from k2to3.source.hoist import resolve_in_files
 from k2to3.source.resolution import Resolution
 from k2to3.upgrade.needs import module_name_for
 
@@ -75,6 +74,8 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path) -> Resolut
     """What the artifact needs, found in the --src files (None without --src)."""
     if sources.index is None:
         return None
+    from k2to3.source.hoist import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
+
     return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
                             module_name_for(output.stem), sources.build_fn)
 

@@ -147,26 +147,6 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 OPS = {"build": build.op_build, "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
        "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
        **fitnoise.OPS, **held.OPS, **reference.OPS}
