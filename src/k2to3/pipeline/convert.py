@@ -185,7 +185,7 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     plan_path.write_text(json.dumps(plan.to_json()))
     report["tolerance"] = {"rtol": run.rtol, "atol": run.atol, "source": tol_source}
     # One process per backend. The tensorflow worker builds first (torch and jax wait for the file).
-    run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (each imports its backend: seconds)")
+    run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (imports: seconds)")
     run.pool.start(run.weight_bytes)
     try:
         build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),

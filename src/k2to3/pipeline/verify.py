@@ -71,7 +71,7 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
             run = _against_golden(opts, golden, work, progress, get_pool) if golden is not None else \
                 _against_reference(opts, work, progress, get_pool)
             t0 = time.perf_counter()
-            run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (each imports its backend: seconds)")
+            run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (imports: seconds)")
             run.pool.start(run.weight_bytes)
             run_checks(run, VERIFY_STAGES)
             run.timings["total_seconds"] = round(time.perf_counter() - t0, 3)
