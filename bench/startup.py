@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+CONVERTED = os.path.join(tempfile.gettempdir(), "k2to3-bench-startup.keras")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,11 @@ def sections() -> list[Pair]:
         Pair("--help", k2to3("--help"), [PY, "-c", "pass"], 0.15, seconds=True),
         Pair("lint tf_keras tree", k2to3("lint", str(tree), "--no-cache"),
              [*ruff(), "check", "--isolated", "--no-cache", "-q", str(tree)], 5.0),
+        # The README example (142 parameters): everything beyond importing the three backends is tiny, so the
+        # floor is importing tensorflow, torch and jax once, one after another, in one process.
+        Pair("convert README example", k2to3("convert", str(ROOT / "tests" / "fixtures" / "h5" /
+                                                         "fm19_hard_sigmoid.h5"), "-o", CONVERTED, "--force"),
+             [PY, "-c", "import tensorflow, torch, jax"], 1.0),
     ]
 
 
