@@ -60,6 +60,8 @@ VERIFY_EPILOG = (
     "3 not portable, 4 internal error."
 )
 KW = inspect.Parameter.KEYWORD_ONLY
+SourcePaths = Annotated[list[Path] | None, typer.Argument(
+    metavar="PATH", help="Files or directories (.py and .ipynb) \\[default: the current directory]")]
 STORE = "Model store (SRC is a directory, several paths or a URL)"
 JSON = inspect.Parameter("as_json", KW, default=False, annotation=Annotated[bool, typer.Option(
     "--json", help="Print the report as JSON on stdout.", rich_help_panel="Output")])
@@ -200,8 +202,7 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     )
 )
 def lint(
-    paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH", help="Files or directories (.py and "
-                                                       ".ipynb) \\[default: the current directory]")] = None,
+    paths: SourcePaths = None,
     fmt: Annotated[str, typer.Option("--format", metavar="text|json|sarif|github", help="Output format.")] = "text",
     select: Annotated[str | None, typer.Option(metavar="CODES", help="Only these codes or prefixes "
                                                "(comma-separated).")] = None,
@@ -247,8 +248,7 @@ def lint(
     )
 )
 def fix(
-    paths: Annotated[list[Path] | None, typer.Argument(metavar="PATH", help="Files or directories (.py and "
-                                                       ".ipynb) \\[default: the current directory]")] = None,
+    paths: SourcePaths = None,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the files in place.")] = False,
     diff: Annotated[bool, typer.Option("--diff", help="Print a unified diff of the changes.")] = False,
 ) -> None:

@@ -30,28 +30,26 @@ def tidy(param: Any, ctx: Any = None) -> None:
     param.metavar = _WORDS.get(shown, shown.upper())
 
 
-class Command(TyperCommand):
+class _Tidy:
+    """Every parameter of the command (and its --help) tidied once it exists."""
+
+    params: list[Any]
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for p in self.params:
             tidy(p)
 
     def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)
+        opt = super().get_help_option(ctx)  # type: ignore[misc]
         tidy(opt)
         return opt
 
+
+class Command(_Tidy, TyperCommand):
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         return [p.replace("{", "").replace("}", "") for p in super().collect_usage_pieces(ctx)]
 
 
-class Group(TyperGroup):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for p in self.params:
-            tidy(p)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)
-        tidy(opt)
-        return opt
+class Group(_Tidy, TyperGroup):
+    pass
