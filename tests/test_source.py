@@ -218,3 +218,21 @@ def test_fix_still_drops_a_tf_import_it_made_unused():
     assert n and "import tensorflow" not in new and "keras.ops.mean(x, 1)" in new
     kept, _ = fix_source("import tensorflow as tf\n\n\ndef f(x):\n    return tf.reduce_mean(x, 1) + tf.foo(x)\n")
     assert "import tensorflow as tf" in kept
+
+
+def test_fix_write_keeps_mode_and_leaves_no_temporary(tmp_path):
+    """`fix --write` replaces a file through a temporary name; the script keeps its executable bit."""
+    p = tmp_path / "train.py"
+    p.write_text("#!/usr/bin/env python\nimport tensorflow as tf\ny = tf.reduce_sum(x)\n")
+    p.chmod(0o755)
+    assert k2to3("fix", str(p), "--write").returncode == 0
+    assert "keras.ops.sum(" in p.read_text()
+    assert p.stat().st_mode & 0o777 == 0o755
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["train.py"]
+    import k2to3 as api
+
+    q = tmp_path / "api.py"
+    q.write_text("import tensorflow as tf\ny = tf.reduce_sum(x)\n")
+    q.chmod(0o750)
+    assert api.fix(q, write=True).written and q.stat().st_mode & 0o777 == 0o750
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["api.py", "train.py"]

@@ -3,6 +3,7 @@ with one line (exit 2), not after the conversion with a traceback."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,10 +34,13 @@ def check_dir(path: Path, flag: str) -> None:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write beside `path`, then rename: a reader never sees half a report."""
+    """Write beside `path`, then rename: a reader never sees half a file. A file replaced keeps its permission
+    bits (an executable script stays executable after `fix --write`)."""
     tmp = path.with_name(f".{path.name}.k2to3-tmp")
     try:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
+        if path.exists():
+            shutil.copymode(path, tmp)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)

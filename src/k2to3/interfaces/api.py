@@ -297,15 +297,14 @@ class FixReport:
 
 def fix(paths: PathLike | Iterable[PathLike], *, write: bool = False) -> FixReport:
     """`k2to3 fix` as a call: a dry run unless `write=True` (each file replaced atomically)."""
+    from k2to3.core.writable import write_atomic
     from k2to3.source.run import fix_paths
 
     ps = _paths(paths)
     res = fix_paths(ps, _config(ps, None, None))
     if write:
         for path, (_, new) in res.changed.items():
-            tmp = Path(path + ".k2to3-tmp")
-            tmp.write_text(new)
-            tmp.replace(path)
+            write_atomic(Path(path), new)
     return FixReport(changed={p: new for p, (_, new) in res.changed.items()}, rewrites=res.rewrites, written=write,
                      errors=list(res.errors), kept=list(res.kept), _old={p: old for p, (old, _) in res.changed.items()})
 

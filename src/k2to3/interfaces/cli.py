@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from k2to3.core.options import MAX_MEMORY_HELP
+from k2to3.core.writable import write_atomic
 from k2to3.errors import K2to3Error
 from k2to3.interfaces import cli_options, cli_rule
 from k2to3.interfaces.cli_help import Command, Group
@@ -266,9 +267,7 @@ def fix(
         if diff:
             sys.stdout.write(unified_diff(path, old, new))
         if write:
-            tmp = Path(path + ".k2to3-tmp")
-            tmp.write_text(new)
-            tmp.replace(path)
+            write_atomic(Path(path), new)
     for e in res.errors + res.kept:
         err.print(e, highlight=False, soft_wrap=True)
     verb = "rewrote" if write else "would rewrite"

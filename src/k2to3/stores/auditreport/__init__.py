@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from k2to3.core.writable import write_atomic
 from k2to3.stores.auditreport.markdown import to_markdown
 from k2to3.stores.auditreport.model import SCHEMA, build
 from k2to3.stores.auditreport.page import layer_plot, to_html
@@ -26,8 +27,6 @@ def write(rep: dict[str, Any], out_dir: Path, formats: list[str], model: dict[st
         p = out_dir / f"audit.{fmt}"
         text = {"json": lambda: json.dumps(model, indent=indent, default=str) + "\n", "md": lambda: to_markdown(model),
                 "html": lambda: to_html(model)}[fmt]()
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(p)
+        write_atomic(p, text)
         written.append(p)
     return written
