@@ -83,61 +83,6 @@ def _cpu_fingerprint() -> str:
     return f"{platform.machine()}-{hashlib.blake2b(flags.encode(), digest_size=6).hexdigest()}"
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
