@@ -191,3 +191,15 @@ def test_first_divergent_layer_walks_the_calls_of_a_shared_layer(pool, tmp_path,
         assert rows["fm_proj"]["allclose"] and rows["fm_proj@1"]["allclose"] and not rows["fm_proj@2"]["allclose"]
         assert order.index("fm_proj") < order.index("square_of_proj") < order.index("pairwise") < order.index(
             "fm_proj@2")
+
+
+def test_probe_names_of_calls_map_to_the_reference_names():
+    """`name@k#i` of a renamed layer (K2T432: 'Conv4.1' -> 'Conv4_1') reads the reference's `Conv4.1@k#i`."""
+    from k2to3.core.compare import first_divergent_layer
+
+    a, b = np.zeros(3, "float32"), np.ones(3, "float32")
+    got = {"Conv4_1": a, "Conv4_1@1": a, "Conv4_1@1#1": b, "x@y": a}
+    ref = {"Conv4.1": a, "Conv4.1@1": a, "Conv4.1@1#1": a, "x@y": a}
+    first, rows = first_divergent_layer(list(got), got, ref, {"Conv4_1": "Conv4.1"}, 1e-5, 1e-6)
+    assert [r["reference_layer"] for r in rows] == ["Conv4.1", "Conv4.1@1", "Conv4.1@1#1", "x@y"]
+    assert first["layer"] == "Conv4_1@1#1"
