@@ -78,8 +78,8 @@ def probe_layers(model: Any, input_cls: type, flatten: Any) -> tuple[list[str], 
     nodes = [n for depth in graph._nodes_by_depth.values() for n in depth]
     own = {id(n) for n in nodes}
 
-    def op(n: Any) -> Any:
-        return getattr(n, "operation", None) or getattr(n, "layer", None)
+    def op(n: Any) -> Any:  # Keras 3's Node.operation, tf_keras's Node.layer
+        return n.operation if hasattr(n, "operation") else n.layer
 
     calls: dict[int, list[Any]] = {}  # layer -> its nodes in this model, in call order
     for n in nodes:
