@@ -49,7 +49,7 @@ def _node_refs(data: Any) -> list[tuple[str, int]]:
 def _node_graph(inbound: dict[str, list[Any]], nested: set[str]) -> dict[tuple[str, int], list[tuple[str, int]]]:
     """Node (layer, k) -> the nodes its k-th call reads. Keras 2 numbers a nested model's calls from 1 when it
     has an internal node 0: a reference past such a layer's node count says so (as upgrade/graph.py reads it)."""
-    calls = {name: [_node_refs(n) for n in nodes if not isinstance(n, dict)] for name, nodes in inbound.items()}
+    calls = {name: [[] if isinstance(n, dict) else _node_refs(n) for n in nodes] for name, nodes in inbound.items()}
     offset = {name: 0 for name in calls}
     for refs in calls.values():
         for name, idx in (r for node in refs for r in node):
