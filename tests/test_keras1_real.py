@@ -130,3 +130,29 @@ def test_keras1_th_unet_pair(pool, tmp_path):
     err = float(np.abs(got - want).max())
     assert got.shape == (2, 1, 64, 80) and err < 1e-5, err
     print(f"th U-Net on jax vs the channels_last tf_keras twin: {err:.2e}")
+
+
+def test_th_merge_axes_are_kept_as_written():
+    """Keras 1 concat_axis / dot_axes are absolute indices (batch = 0), the convention of Keras 2/3's
+    Concatenate(axis) and Dot(axes): a "th" model keeps them, -1 included; the elementwise modes have no axis."""
+    def _merge1(name: str, mode: str, *inputs: str, **extra) -> dict:  # Keras 1.2.2 Merge.get_config
+        return {"name": name, "class_name": "Merge", "inbound_nodes": [[[n, 0, 0] for n in inputs]], "config": {
+            "name": name, "mode": mode, "mode_type": "raw", "concat_axis": -1, "dot_axes": -1, "output_shape": None,
+            "output_shape_type": "raw", **extra}}
+
+    conv = {"name": "c", "class_name": "Convolution2D", "inbound_nodes": [[["x", 0, 0]]], "config": {
+        "name": "c", "nb_filter": 2, "nb_row": 3, "nb_col": 3, "border_mode": "same", "dim_ordering": "th"}}
+    merges = [_merge1("m_sum", "sum", "x", "c"), _merge1("m_mul", "mul", "x", "c"), _merge1("m_ave", "ave", "x", "c"),
+              _merge1("m_max", "max", "x", "c"), _merge1("m_cat1", "concat", "x", "c", concat_axis=1),
+              _merge1("m_catl", "concat", "x", "c"), _merge1("m_dot", "dot", "x", "c", dot_axes=[1, 1])]
+    model = {"class_name": "Model", "config": {"name": "m", "layers": [
+        {"name": "x", "class_name": "InputLayer", "inbound_nodes": [], "config": {
+            "name": "x", "batch_input_shape": [None, 2, 8, 8], "input_dtype": "float32"}}, conv, *merges],
+        "input_layers": [["x", 0, 0]], "output_layers": [[m["name"], 0, 0] for m in merges]}}
+    lay = _by_name(to_keras2(model))
+    assert {n: lay[n]["class_name"] for n in lay if n.startswith("m_")} == {
+        "m_sum": "Add", "m_mul": "Multiply", "m_ave": "Average", "m_max": "Maximum", "m_cat1": "Concatenate",
+        "m_catl": "Concatenate", "m_dot": "Dot"}
+    assert lay["m_cat1"]["config"]["axis"] == 1 and lay["m_catl"]["config"]["axis"] == -1
+    assert lay["m_dot"]["config"]["axes"] == [1, 1] and lay["c"]["config"]["data_format"] == "channels_first"
+    assert not upgrade(model).errors
