@@ -51,6 +51,19 @@ def test_wrapper_keeps_its_shape_and_drops_keras1_input_dtype():
     assert not upgrade(a.model_config).errors
 
 
+def test_timedistributed_first_layer_drops_keras1_input_dtype():
+    """Keras 1's TimeDistributed(Dense(8), input_shape=(10, 16)) (the Keras 1.2.2 wrappers.py docstring example)."""
+    dense = {"class_name": "Dense", "config": {"name": "dense_1", "trainable": True, "output_dim": 8,
+                                               "init": "glorot_uniform", "activation": "linear", "bias": True,
+                                               "input_dim": None}}
+    model = {"class_name": "Sequential", "config": [{"class_name": "TimeDistributed", "config": {
+        "name": "timedistributed_1", "trainable": True, "batch_input_shape": [None, 10, 16],
+        "input_dtype": "float32", "layer": dense}}]}
+    td = _by_name(to_keras2(model))["timedistributed_1"]["config"]
+    assert "input_dtype" not in td and td["batch_input_shape"] == [None, 10, 16]
+    assert td["layer"]["config"]["units"] == 8 and not upgrade(model).errors
+
+
 def _ordering_plan(layers: list[dict]):
     return upgrade({"class_name": "Sequential", "config": layers})
 
