@@ -19,6 +19,7 @@ from k2to3.core.writable import write_atomic
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats import Input
 from k2to3.formats.artifact import file_sha256
+from k2to3.source.buildargs import cli_text
 from k2to3.upgrade.plan import Plan
 from k2to3.version import __version__
 
@@ -121,7 +122,10 @@ def _source(report: dict[str, Any]) -> list[str]:
         return []
     return [f"Generated module: `{src['module']}` (package `{src['package']}`), from "
             f"{', '.join(f'`{f}`' for f in src['files'])}"
-            + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "") + ".", "",
+            + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "")
+            + (f" called with `{cli_text(src['build_args'])}`" if src.get("build_args") else "") + ".", "",
+            *([f"Build matched to the file: {src['match']['summary']} ({src['match']['source']}).", ""]
+              if src.get("match") else []),
             "| object | kind | source | layers |", "|---|---|---|---|",
             *[f"| `{o['name']}` | {o['kind']} | {o['source']} | {', '.join(o['layers'])} |" for o in src["objects"]]]
 
