@@ -1,0 +1,117 @@
+"""Weights-only files whose build function needs arguments (crepe's `build_and_load_model(model_capacity)`):
+the builder and its arguments found in the --src files, confirmed by tf_keras builds against the file's weight
+groups, and verified on tensorflow, torch and jax. Fixtures: tests/fixtures/make_weights_fixtures.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES
+
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.errors import InputError
+from k2to3.formats.artifact import read_artifact
+from k2to3.pipeline.builders import weight_groups
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.report import to_markdown
+from k2to3.source.buildargs import call_text, parse_build_args
+from k2to3.source.builders import find_builders
+from k2to3.source.extract import index_sources
+
+CREPE_SRC = FIXTURES / "src" / "crepe" / "core.py"
+CREPE_H5 = FIXTURES / "weights" / "crepe" / "model-tiny.h5"
+
+
+def test_crepe_builder_and_its_capacities_are_found_statically():
+    groups = weight_groups(read_artifact(CREPE_H5, weights_only_ok=True))
+    found = find_builders(index_sources([CREPE_SRC]), [g["name"] for g in groups], CREPE_H5)
+    assert [b.fn for b in found] == ["build_and_load_model"]  # get_activation and predict call it, build nothing
+    b = found[0]
+    assert b.required == ["model_capacity"]
+    # the keys of the capacity dict it indexes, in source order; 'full' (get_activation's default) among them
+    assert b.values["model_capacity"] == ["tiny", "small", "medium", "large", "full"]
+    assert b.score == len(groups) == 13  # conv%d, conv%d-BN and classifier name every group
+
+
+@pytest.mark.parametrize("text,want", [
+    ("model_capacity='tiny'", {"args": [], "kwargs": {"model_capacity": "tiny"}}),
+    ("'tiny', 3, cfg={'a': [1, 2]}", {"args": ["tiny", 3], "kwargs": {"cfg": {"a": [1, 2]}}}),
+])
+def test_build_args_are_literals(text, want):
+    assert parse_build_args(text) == want
+    assert call_text("f", want).startswith("f(")
+
+
+@pytest.mark.parametrize("text,why", [
+    ("model_capacity=__import__('os').system('x')", "only Python literals"),
+    ("*xs", r"\* and \*\* are not accepted"),
+    ("model_capacity='tiny'", None),
+    ("x=(", "not a call's argument list"),
+])
+def test_build_args_refused_without_running(text, why):
+    if why is None:
+        return
+    with pytest.raises(InputError, match=why) as exc:
+        parse_build_args(text)
+    assert "\n" not in exc.value.line()
+
+
+def _parity(report: dict) -> None:
+    assert report["verdict"] == "parity", report["backends"]
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+    assert report["ledger"]["tensors_restored"] == report["ledger"]["tensors_expected"] == 38
+    assert report["reference"]["from"] == "the --src build function"
+
+
+@pytest.mark.slow
+def test_crepe_weights_found_and_converted_with_parity(pool, tmp_path):
+    """No function named: the builder is found, its capacity matched to the file ('tiny' of five), and the
+    conversion is verified on every backend against tf_keras running crepe's own code."""
+    report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", sources=(str(CREPE_SRC),)), pool=pool)
+    _parity(report)
+    match = report["source"]["match"]
+    assert match["summary"].startswith("build_and_load_model(model_capacity='tiny') matched 13/13 weight groups")
+    assert match["builds_tried"] == 1  # cheapest first: tiny is the first capacity and it matches
+    assert report["source"]["build_args"] == {"args": [], "kwargs": {"model_capacity": "tiny"}}
+    assert any("load_weights" in w for w in report["build"]["warnings"])  # crepe's own load was skipped
+    md = to_markdown(report)
+    assert "build_and_load_model(model_capacity='tiny') matched 13/13" in md
+
+
+@pytest.mark.slow
+def test_crepe_with_explicit_function_and_arguments(pool, tmp_path):
+    report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", backends=("tensorflow",),
+                             sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="'tiny'"), pool=pool)
+    assert report["verdict"] == "parity" and report["source"]["match"] is None
+    with pytest.raises(Exception, match=r"conv1/kernel:0 has shape \(512, 1, 1, 128\) in the file but the Keras 3 layer expects \(512, 1, 1, 256\)"):
+        convert(Options(src=CREPE_H5, output=tmp_path / "small.keras", backends=("tensorflow",),
+                        sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="model_capacity='small'"),
+                pool=pool)
+    assert not (tmp_path / "small.keras").exists()
+
+
+@pytest.mark.slow
+def test_two_matching_builders_exit_2_with_the_choices(tmp_path):
+    """Two functions build the same weights: k2to3 does not guess; one line lists each with the options that
+    pick it, exit 2, nothing written."""
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(CREPE_SRC, src / "core.py")
+    text = CREPE_SRC.read_text()
+    (src / "copy.py").write_text(text.replace("def build_and_load_model(", "def build_model_again("))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "400"}
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(CREPE_H5), "-o", str(tmp_path / "m.keras"),
+                        "--src", str(src)], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    err = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(err) == 1, r.stderr
+    assert "2 build functions match its 13 weight groups" in err[0]
+    assert f"--src {src / 'core.py'}:build_and_load_model --build-args \"model_capacity='tiny'\"" in err[0]
+    assert f"--src {src / 'copy.py'}:build_model_again --build-args \"model_capacity='tiny'\"" in err[0]
+    assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
