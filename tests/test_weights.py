@@ -88,7 +88,8 @@ def test_crepe_with_explicit_function_and_arguments(pool, tmp_path):
     report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", backends=("tensorflow",),
                              sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="'tiny'"), pool=pool)
     assert report["verdict"] == "parity" and report["source"]["match"] is None
-    with pytest.raises(Exception, match=r"conv1/kernel:0 has shape \(512, 1, 1, 128\) in the file but the Keras 3 layer expects \(512, 1, 1, 256\)"):
+    wrong = r"conv1/kernel:0 has shape \(512, 1, 1, 128\) in the file but the Keras 3 layer expects \(512, 1, 1, 256\)"
+    with pytest.raises(Exception, match=wrong):
         convert(Options(src=CREPE_H5, output=tmp_path / "small.keras", backends=("tensorflow",),
                         sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="model_capacity='small'"),
                 pool=pool)
