@@ -33,9 +33,11 @@ def weight_groups(artifact: LegacyArtifact) -> list[dict[str, Any]]:
             for n in artifact.layer_names if artifact.weights.get(n)]
 
 
-def needs_search(sources: Sources, artifact: LegacyArtifact) -> bool:
-    """A weights-only file with --src but no function named, or a named one whose arguments are not given."""
-    if artifact.model_config is not None or sources.index is None or sources.build_args is not None:
+def needs_search(sources: Sources, artifact: LegacyArtifact | None) -> bool:
+    """A weights-only file (None: a TF checkpoint) with --src but no function named, or a named one whose
+    arguments are not given."""
+    if (artifact is not None and artifact.model_config is not None) or sources.index is None \
+            or sources.build_args is not None:
         return False
     if sources.build_fn is None:
         return True
@@ -43,10 +45,11 @@ def needs_search(sources: Sources, artifact: LegacyArtifact) -> bool:
     return bool(found and found[0].required)
 
 
-def choose(sources: Sources, artifact: LegacyArtifact, weights: Path, output: Path, work: Path,
-           get_pool: Callable[[], Pool], progress: Callable[[str], None]) -> Chosen:
+def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output: Path, work: Path,
+           get_pool: Callable[[], Pool], progress: Callable[[str], None], order_free: bool = False) -> Chosen:
+    """`groups`: the file's weight groups (`weight_groups`, or a TF checkpoint's, whose shapes are sorted within a
+    group: `order_free`)."""
     assert sources.index is not None
-    groups = weight_groups(artifact)
     found = find_builders(sources.index, [g["name"] for g in groups], weights, only=sources.build_fn)
     if not found:
         raise NotPortable(f"{weights}: a weights-only file and no function of the --src files builds a Keras model "
@@ -60,7 +63,8 @@ def choose(sources: Sources, artifact: LegacyArtifact, weights: Path, output: Pa
             continue
         progress(f"building {len(batch)} candidate(s) with tf_keras to match the file's {len(groups)} weight groups")
         try:
-            reply = get_pool().get("tensorflow").call("probe_builds", candidates=batch, groups=groups)
+            reply = get_pool().get("tensorflow").call("probe_builds", candidates=batch, groups=groups,
+                                                      order_free=order_free)
         except WorkerError as exc:
             raise NotPortable(f"{weights}: building the candidates failed: {exc.message}",
                               hint="pass --src FILE.py:FUNCTION --build-args ...") from None

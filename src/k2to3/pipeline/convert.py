@@ -23,11 +23,13 @@ from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
+from k2to3.formats.checkpoint import prefix_of as checkpoint_prefix
 from k2to3.formats.pairs import find_config, is_weights_only
 from k2to3.pipeline import builders, reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.bridge import bridge
+from k2to3.pipeline.checkpoints import bridge_checkpoint, needs_no_source
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool, WorkerError
@@ -36,7 +38,7 @@ from k2to3.workers.pool import Pool, WorkerError
 def check_paths(opts: ConvertOptions) -> None:
     """Every problem with the paths and options, before any work."""
     src, out = opts.src, opts.output
-    if not src.exists():
+    if not src.exists() and checkpoint_prefix(src) is None:
         raise InputError(f"{src}: no such file", hint="check the path")
     if out.suffix != ".keras":
         raise InputError(f"{out}: the output must end in .keras", hint="e.g. -o model.keras")
@@ -129,7 +131,11 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
     try:
         with workers(opts, pool) as get_pool:
             inp = open_input(opts.src, work, opts.config, weights_only_ok=_weights_only_ok(opts, sources))
-            if inp.needs_bridge:
+            if inp.kind == "tf_checkpoint":
+                inp = bridge_checkpoint(inp, sources, opts.output, work, get_pool, progress)
+                if needs_no_source(inp):  # a plain model now: tf_keras's reference is the file and its optimizer
+                    sources = sources_mod.Sources([], None, None)
+            elif inp.needs_bridge:
                 inp = bridge(inp, sources, opts.output, work, get_pool, progress)
             _choose_build(inp, sources, opts, work, get_pool, progress)
             prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
@@ -170,7 +176,8 @@ def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions
     """A weights-only file without its build function (or its arguments): found in the --src files."""
     if inp.artifact is None or not builders.needs_search(sources, inp.artifact):
         return
-    chosen = builders.choose(sources, inp.artifact, inp.path, opts.output, work, get_pool, progress)
+    chosen = builders.choose(sources, builders.weight_groups(inp.artifact), inp.path, opts.output, work, get_pool,
+                             progress)
     sources.build_fn, sources.build_args, sources.match = chosen.fn, chosen.build_args, chosen.match
     if chosen.match:
         progress(chosen.match["summary"])

@@ -39,10 +39,15 @@ def call_build(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls:
     return model
 
 
-def weight_groups(model: Any) -> list[dict[str, Any]]:
-    """The layers with weights in order (Keras 2's load_weights order), each with its weights' shapes."""
-    return [{"name": layer.name, "shapes": [[int(d) for d in w.shape] for w in layer.weights]}
-            for layer in model.layers if layer.weights]
+def weight_groups(model: Any, order_free: bool = False) -> list[dict[str, Any]]:
+    """The layers with weights in order (Keras 2's load_weights order), each with its weights' shapes (sorted for a
+    TF checkpoint, which names a layer's weights by attribute, not by position)."""
+    out = []
+    for layer in model.layers:
+        if layer.weights:
+            shapes = [[int(d) for d in w.shape] for w in layer.weights]
+            out.append({"name": layer.name, "shapes": sorted(shapes) if order_free else shapes})
+    return out
 
 
 def compare(file_groups: list[dict[str, Any]], built: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,7 +72,7 @@ def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
         try:
             module = import_module(cand["k2_module"])
             model = call_build(module.K2TO3_OBJECTS[cand["fn"]], cand["fn"], cand["build_args"], tf_keras.Model)
-            got = compare(req["groups"], weight_groups(model))
+            got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
             got["params"] = int(model.count_params())
             del model
             tf_keras.backend.clear_session()
