@@ -15,6 +15,7 @@ from conftest import FIXTURES
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import InputError
 from k2to3.formats.artifact import read_artifact
+from k2to3.formats.checkpoint import prefix_of
 from k2to3.pipeline.builders import weight_groups
 from k2to3.pipeline.convert import convert
 from k2to3.pipeline.report import to_markdown
@@ -116,3 +117,63 @@ def test_two_matching_builders_exit_2_with_the_choices(tmp_path):
     assert f"--src {src / 'core.py'}:build_and_load_model --build-args \"model_capacity='tiny'\"" in err[0]
     assert f"--src {src / 'copy.py'}:build_model_again --build-args \"model_capacity='tiny'\"" in err[0]
     assert not (tmp_path / "m.keras").exists() and not (tmp_path / "m_k3.py").exists()
+
+
+# -- TF-format checkpoints -------------------------------------------------------------------------------------
+CKPT = FIXTURES / "weights" / "ckpt"
+CKPT_SRC = FIXTURES / "src" / "ckpt_model.py"
+HOSTILE = FIXTURES / "weights" / "hostile_ckpt"
+
+
+@pytest.mark.parametrize("named", ["classifier", "classifier.index", "classifier.data-00000-of-00001", "",
+                                   "checkpoint"])
+def test_checkpoint_prefix_from_any_of_its_names(named):
+    assert prefix_of(CKPT / named if named else CKPT) == CKPT / "classifier"
+
+
+def test_checkpoint_paths_outside_are_refused(tmp_path):
+    with pytest.raises(InputError, match=r"model_checkpoint_path '\.\./\.\./ckpt/classifier' points outside"):
+        prefix_of(HOSTILE / "outside")
+    (tmp_path / "m.index").write_bytes((CKPT / "classifier.index").read_bytes())
+    (tmp_path / "m.data-00000-of-00001").symlink_to(CKPT / "classifier.data-00000-of-00001")
+    with pytest.raises(InputError, match="links outside the checkpoint's directory"):
+        prefix_of(tmp_path / "m")
+    (tmp_path / "m.data-00000-of-00001").unlink()
+    (tmp_path / "m.data-00000-of-00002").write_bytes(b"")
+    with pytest.raises(InputError, match="data shards are missing or incomplete"):
+        prefix_of(tmp_path / "m.index")
+
+
+@pytest.mark.slow
+def test_checkpoint_with_adam_slots_converts_and_trains_with_parity(pool, tmp_path):
+    """ModelCheckpoint's files after one Adam step: build_classifier's units found (8, from train()'s call, not
+    the default 16), every Adam slot restored from the checkpoint, outputs and one more training step at parity
+    on tensorflow, torch and jax against tf_keras."""
+    report = convert(Options(src=CKPT, output=tmp_path / "ck.keras", sources=(str(CKPT_SRC),), fit_steps=1),
+                     pool=pool)
+    assert report["verdict"] == "parity", report["backends"]
+    ck = report["input"]["checkpoint"]
+    assert report["input"]["format"] == "TF checkpoint"
+    assert ck["built_by"] == "build_classifier(units=8)" and ck["match"]["builds_tried"] == 2
+    assert ck["optimizer"] == "Adam" and ck["optimizer_variables_restored"] == 12 and ck["iterations"] == 1
+    opt = report["optimizer"]
+    assert opt["status"] == "restored" and opt["iteration"] == 1 and opt["ledger"]["slots_restored"] == 12
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+        assert report["training"]["backends"][b]["status"] == "parity"
+    assert "**Checkpoint:**" in to_markdown(report)
+
+
+@pytest.mark.slow
+def test_hostile_checkpoint_refused_with_one_line(tmp_path):
+    """An index declaring a 16 MB tensor over 64 bytes of data: refused before any value is read, exit 2."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "400"}
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(HOSTILE / "huge.index"), "-o",
+                        str(tmp_path / "h.keras"), "--src", str(CKPT_SRC)], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 2, r.stderr[-2000:]
+    err = [x for x in r.stderr.splitlines() if x.startswith("error:")]
+    assert len(err) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "declares v/.ATTRIBUTES/VARIABLE_VALUE [2048, 2048] (16777216 bytes" in err[0]
+    assert "data files hold 64 bytes" in err[0]
+    assert list(tmp_path.iterdir()) == []
