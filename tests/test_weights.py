@@ -88,9 +88,12 @@ def test_crepe_weights_found_and_converted_with_parity(pool, tmp_path):
 def test_crepe_with_explicit_function_and_arguments(pool, tmp_path):
     report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", backends=("tensorflow",),
                              sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="'tiny'"), pool=pool)
-    assert report["verdict"] == "parity" and report["source"]["match"] is None
-    wrong = r"conv1/kernel:0 has shape \(512, 1, 1, 128\) in the file but the Keras 3 layer expects \(512, 1, 1, 256\)"
-    with pytest.raises(Exception, match=wrong):
+    assert report["verdict"] == "parity"
+    assert report["source"]["match"]["summary"].startswith("build_and_load_model('tiny') matched 13/13")
+    wrong = (r"no candidate build matches its 13 weight groups; tried build_and_load_model\(model_capacity='small'\): "
+             r"0/13 groups match, 13 built \(first: conv1 \[\[512, 1, 1, 128\], \[128\]\] in the file, conv1 "
+             r"\[\[512, 1, 1, 256\], \[256\]\] built\)")
+    with pytest.raises(InputError, match=wrong):
         convert(Options(src=CREPE_H5, output=tmp_path / "small.keras", backends=("tensorflow",),
                         sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="model_capacity='small'"),
                 pool=pool)

@@ -35,11 +35,10 @@ def weight_groups(artifact: LegacyArtifact) -> list[dict[str, Any]]:
 
 def needs_search(sources: Sources, artifact: LegacyArtifact | None) -> bool:
     """A weights-only file (None: a TF checkpoint) with --src but no function named, or a named one whose
-    arguments are not given."""
-    if (artifact is not None and artifact.model_config is not None) or sources.index is None \
-            or sources.build_args is not None:
+    arguments are not given, or --build-args (confirmed before the build: a wrong value is one clear line)."""
+    if (artifact is not None and artifact.model_config is not None) or sources.index is None:
         return False
-    if sources.build_fn is None:
+    if sources.build_fn is None or sources.build_args is not None:
         return True
     found = find_builders(sources.index, [], None, only=sources.build_fn)
     return bool(found and found[0].required)
@@ -77,7 +76,7 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
                              + "; ".join(f"{_pick(t)} ({t['where']})" for t in full),
                              hint="pick one with the --src and --build-args shown")
     raise InputError(f"{weights}: no candidate build matches its {len(groups)} weight groups; tried "
-                     + _tried_text(tried, found),
+                     + _tried_text(tried, found if sources.build_args is None else []),
                      hint="pass --src FILE.py:FUNCTION --build-args \"NAME=VALUE, ...\" with the values it was "
                      "saved with")
 
@@ -89,7 +88,7 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
     assert sources.index is not None
     out = []
     for i, b in enumerate(found):
-        combos = b.combos()
+        combos = [sources.build_args] if sources.build_args is not None else b.combos()
         if not combos:
             continue
         res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), b.fn)
@@ -98,7 +97,8 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         k2 = work / f"_k2to3_probe{i}_{res.module}.py"
         k2.write_text(res.k2_code)
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
-                 "src": b.where.rsplit(":", 1)[0], "build_args": {"args": [], "kwargs": c}} for c in combos]
+                 "src": b.where.rsplit(":", 1)[0],
+                 "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c}} for c in combos]
     return out
 
 
@@ -117,8 +117,9 @@ def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
 
 def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:
     parts = [f"{call_text(t['fn'], t['build_args'])}: "
-             + (t["error"] if "error" in t else f"{t['shapes_match']}/{t['groups']} groups, "
-                f"{t['built_groups']} built") for t in tried[:6]]
+             + (t["error"] if "error" in t else f"{t['shapes_match']}/{t['groups']} groups match, "
+                f"{t['built_groups']} built" + (f" (first: {t['first_difference']})" if t.get("first_difference")
+                                                 else "")) for t in tried[:6]]
     parts += [f"{b.fn}({', '.join(b.missing)}) at {b.where}: no value found for {', '.join(b.missing)}"
               for b in found if b.missing][:4]
     return "; ".join(parts) or "nothing"

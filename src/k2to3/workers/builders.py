@@ -54,8 +54,10 @@ def compare(file_groups: list[dict[str, Any]], built: list[dict[str, Any]]) -> d
     """Keras 2 matches a weights-only file to a model by layer order: groups whose shapes agree, and names too."""
     shapes = sum(f["shapes"] == b["shapes"] for f, b in zip(file_groups, built))
     names = sum(f["name"] == b["name"] for f, b in zip(file_groups, built))
+    first = next((f"{f['name']} {f['shapes']} in the file, {b['name']} {b['shapes']} built"
+                  for f, b in zip(file_groups, built) if f["shapes"] != b["shapes"]), None)
     return {"groups": len(file_groups), "built_groups": len(built), "shapes_match": shapes, "names_match": names,
-            "full": len(built) == len(file_groups) and shapes == len(file_groups)}
+            "full": len(built) == len(file_groups) and shapes == len(file_groups), "first_difference": first}
 
 
 def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
