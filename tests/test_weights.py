@@ -180,3 +180,25 @@ def test_hostile_checkpoint_refused_with_one_line(tmp_path):
     assert "declares v/.ATTRIBUTES/VARIABLE_VALUE [2048, 2048] (16777216 bytes" in err[0]
     assert "data files hold 64 bytes" in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_config_beside_the_weights_gives_argument_values(tmp_path):
+    """A JSON object beside the weights: keys naming parameters give their values; a required parameter nothing
+    else gives takes the whole object (textgenrnn's textgenrnn_model(num_classes, cfg, ...) reads its cfg so)."""
+    src = tmp_path / "model.py"
+    src.write_text("from tensorflow.keras import layers, models\n\n\n"
+                   "def build(cfg, units, depth=2):\n"
+                   "    x = inp = layers.Input((cfg['n'],))\n"
+                   "    for i in range(depth):\n"
+                   "        x = layers.Dense(units, name=f'dense_{i}')(x)\n"
+                   "    return models.Model(inp, x)\n")
+    weights = tmp_path / "weights.h5"
+    weights.write_bytes(b"")  # only its directory is looked at here
+    (tmp_path / "hparams.json").write_text('{"units": 8, "depth": 3}')
+    (tmp_path / "config.json").write_text('{"n": 4}')
+    (tmp_path / "model.json").write_text('{"class_name": "Sequential", "config": {}}')  # a pair's config: skipped
+    (b,) = find_builders(index_sources([src]), ["dense_0", "dense_1", "dense_2"], weights)
+    assert b.values["units"] == [8] and b.values["depth"] == [3]
+    assert b.values["cfg"] == [{"n": 4}]
+    assert b.score == 3  # f'dense_{i}' names every group
+    assert b.combos()[:2] == [{"cfg": {"n": 4}, "units": 8}, {"cfg": {"n": 4}, "units": 8, "depth": 3}]

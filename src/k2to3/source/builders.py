@@ -155,9 +155,10 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
 
 
 def config_values(weights: Path, params: list[str], required: list[str]) -> dict[str, list[Any]]:
-    """A JSON object beside the weights: its keys that name parameters give their values; a required parameter
-    nothing else gives takes the whole object (textgenrnn's cfg)."""
+    """JSON objects beside the weights: keys that name parameters give their values; a required parameter no key
+    gives takes each object that names no parameter (textgenrnn's cfg)."""
     out: dict[str, list[Any]] = {}
+    whole = []
     for cand in sorted(weights.parent.glob("*.json"))[:20]:
         try:
             if cand.stat().st_size > CONFIG_MAX_BYTES:
@@ -167,11 +168,14 @@ def config_values(weights: Path, params: list[str], required: list[str]) -> dict
             continue
         if not isinstance(data, dict) or "class_name" in data:  # a Keras model config is a pair, not arguments
             continue
-        for p in params:
-            if p in data:
-                _add(out, p, data[p])
-        for p in required:
-            if p not in data:
+        named = [p for p in params if p in data]
+        for p in named:
+            _add(out, p, data[p])
+        if not named:
+            whole.append(data)
+    for p in required:
+        if not out.get(p):
+            for data in whole:
                 _add(out, p, data)
     return out
 
