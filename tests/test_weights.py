@@ -9,11 +9,12 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import FIXTURES
 
 from k2to3.core.options import ConvertOptions as Options
-from k2to3.errors import InputError
+from k2to3.errors import InputError, K2to3Error
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.checkpoint import prefix_of
 from k2to3.pipeline.builders import weight_groups
@@ -165,6 +166,16 @@ def test_checkpoint_with_adam_slots_converts_and_trains_with_parity(pool, tmp_pa
         assert report["backends"][b]["status"] == "parity"
         assert report["training"]["backends"][b]["status"] == "parity"
     assert "**Checkpoint:**" in to_markdown(report)
+
+
+@pytest.mark.slow
+def test_garbage_checkpoint_index_refused(pool, tmp_path):
+    rng = np.random.default_rng(0)
+    (tmp_path / "g.index").write_bytes(rng.bytes(300))
+    (tmp_path / "g.data-00000-of-00001").write_bytes(rng.bytes(100))
+    with pytest.raises(K2to3Error, match=r"not a readable TF checkpoint index \(OpError: not an sstable") as exc:
+        convert(Options(src=tmp_path / "g", output=tmp_path / "g.keras", sources=(str(CKPT_SRC),)), pool=pool)
+    assert exc.value.code == 2 and not (tmp_path / "g.keras").exists()
 
 
 @pytest.mark.slow
