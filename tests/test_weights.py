@@ -20,7 +20,7 @@ from k2to3.formats.checkpoint import prefix_of
 from k2to3.pipeline.builders import weight_groups
 from k2to3.pipeline.convert import convert
 from k2to3.pipeline.report import to_markdown
-from k2to3.source.buildargs import call_text, parse_build_args
+from k2to3.source.buildargs import call_text, cli_text, parse_build_args
 from k2to3.source.builders import find_builders
 from k2to3.source.extract import index_sources
 
@@ -213,3 +213,12 @@ def test_config_beside_the_weights_gives_argument_values(tmp_path):
     assert b.values["cfg"] == [{"n": 4}]
     assert b.score == 3  # f'dense_{i}' names every group
     assert b.combos()[:2] == [{"cfg": {"n": 4}, "units": 8}, {"cfg": {"n": 4}, "units": 8, "depth": 3}]
+
+
+def test_long_argument_values_are_abbreviated_in_messages_only():
+    """A vocabulary JSON as an argument (textgenrnn ships 464 characters): one readable line; --build-args keeps
+    the whole value."""
+    vocab = {chr(0x41 + i): i for i in range(464)}
+    args = {"args": [], "kwargs": {"cfg": vocab, "units": 8}}
+    assert call_text("f", args) == "f(cfg={...464 keys: 'A', 'B', 'C', ...}, units=8)"
+    assert parse_build_args(cli_text(args)) == args

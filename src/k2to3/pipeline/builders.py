@@ -54,7 +54,8 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
         raise NotPortable(f"{weights}: a weights-only file and no function of the --src files builds a Keras model "
                           "(calls Model(...) or Sequential(...))",
                           hint="pass the source of the model's build function: --src FILE.py:FUNCTION")
-    candidates = _candidates(found, sources, output, work)
+    unextracted: list[str] = []
+    candidates = _candidates(found, sources, output, work, unextracted)
     tried: list[dict[str, Any]] = []
     for score in sorted({b.score for b in found}, reverse=True):  # a better name score is probed first
         batch = [c for c in candidates if c["score"] == score]
@@ -76,12 +77,13 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
                              + "; ".join(f"{_pick(t)} ({t['where']})" for t in full),
                              hint="pick one with the --src and --build-args shown")
     raise InputError(f"{weights}: no candidate build matches its {len(groups)} weight groups; tried "
-                     + _tried_text(tried, found if sources.build_args is None else []),
+                     + "; ".join([*unextracted[:2], _tried_text(tried, found if sources.build_args is None else [])]),
                      hint="pass --src FILE.py:FUNCTION --build-args \"NAME=VALUE, ...\" with the values it was "
                      "saved with")
 
 
-def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path) -> list[dict[str, Any]]:
+def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path,
+                unextracted: list[str]) -> list[dict[str, Any]]:
     """One Keras 2 module per function (its closure hoisted from the --src files), one entry per argument set."""
     from k2to3.source.hoist import resolve_in_files  # libcst: only a search pays for it
 
@@ -92,7 +94,9 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         if not combos:
             continue
         res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), b.fn)
-        if res.errors:
+        if res.errors:  # said in the no-match line: the builder may be the right one
+            unextracted.append(f"{b.fn} at {b.where} (its names give {b.score} of the groups) cannot be extracted: "
+                               f"{res.errors[0].message}")
             continue
         k2 = work / f"_k2to3_probe{i}_{res.module}.py"
         k2.write_text(res.k2_code)
@@ -116,10 +120,21 @@ def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
 
 
 def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:
-    parts = [f"{call_text(t['fn'], t['build_args'])}: "
-             + (t["error"] if "error" in t else f"{t['shapes_match']}/{t['groups']} groups match, "
-                f"{t['built_groups']} built" + (f" (first: {t['first_difference']})" if t.get("first_difference")
-                                                 else "")) for t in tried[:6]]
-    parts += [f"{b.fn}({', '.join(b.missing)}) at {b.where}: no value found for {', '.join(b.missing)}"
-              for b in found if b.missing][:4]
-    return "; ".join(parts) or "nothing"
+    """What was tried; a builder no value was found for comes first when its name score is as good as the tried
+    ones' (it may be the one that built the file)."""
+    best = max((t["score"] for t in tried), default=-1)
+    unvalued = [b for b in found if b.missing]
+    ahead = [b for b in unvalued if b.score >= best][:3]
+    parts = [_missing_text(b) for b in ahead]
+    for t in tried[:6]:
+        got = t["error"] if "error" in t else (f"{t['shapes_match']}/{t['groups']} groups match, {t['built_groups']} "
+                                               "built" + (f" (first: {t['first_difference']})"
+                                                          if t.get("first_difference") else ""))
+        parts.append(f"{call_text(t['fn'], t['build_args'])}: {got}")
+    parts += [_missing_text(b) for b in unvalued if b not in ahead][:2]
+    return "; ".join(parts[:6]) or "nothing"
+
+
+def _missing_text(b: Builder) -> str:
+    return (f"{b.fn}({', '.join(b.params)}) at {b.where} (its names give {b.score} of the groups): no value found "
+            f"for {', '.join(b.missing)}")

@@ -32,15 +32,30 @@ def parse_build_args(text: str | None) -> dict[str, Any] | None:
     return {"args": args, "kwargs": kwargs}
 
 
-def call_text(fn: str, build_args: dict[str, Any] | None) -> str:
-    """How the build is called, for messages: build_and_load_model(model_capacity='tiny')."""
+SHORT = 60  # a value's repr longer than this is abbreviated in messages (a vocabulary JSON: thousands of keys)
+
+
+def _short(value: Any, full: bool) -> str:
+    text = repr(value)
+    if full or len(text) <= SHORT:
+        return text
+    if isinstance(value, dict):
+        return f"{{...{len(value)} keys: {', '.join(repr(k) for k in list(value)[:3])}, ...}}"
+    if isinstance(value, (list, tuple)):
+        return f"[...{len(value)} items]"
+    return text[:SHORT] + "..."
+
+
+def call_text(fn: str, build_args: dict[str, Any] | None, full: bool = False) -> str:
+    """How the build is called, for messages: build_and_load_model(model_capacity='tiny') (long values abbreviated
+    unless `full`)."""
     if not build_args:
         return f"{fn}()"
-    parts = [repr(a) for a in build_args.get("args", [])]
-    parts += [f"{k}={v!r}" for k, v in build_args.get("kwargs", {}).items()]
+    parts = [_short(a, full) for a in build_args.get("args", [])]
+    parts += [f"{k}={_short(v, full)}" for k, v in build_args.get("kwargs", {}).items()]
     return f"{fn}({', '.join(parts)})"
 
 
 def cli_text(build_args: dict[str, Any] | None) -> str:
     """The --build-args value that reproduces `build_args`."""
-    return call_text("", build_args)[1:-1]
+    return call_text("", build_args, full=True)[1:-1]
