@@ -57,7 +57,9 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
 
     objects["K2to3GoldenLambda"] = K2to3GoldenLambda
     if req.get("build_fn"):
-        model = objects[req["build_fn"]]()
+        from k2to3.workers.builders import call_build
+
+        model = call_build(objects[req["build_fn"]], req["build_fn"], req.get("build_args"), tf_keras.Model)
         model.load_weights(req["h5"])
         return model
     if req.get("trust_bytecode"):
