@@ -8,10 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
+from conftest import CACHE, FIXTURES
 
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import InputError, K2to3Error
@@ -25,12 +26,21 @@ from k2to3.source.builders import find_builders
 from k2to3.source.extract import index_sources
 
 CREPE_SRC = FIXTURES / "src" / "crepe" / "core.py"
-CREPE_H5 = FIXTURES / "weights" / "crepe" / "model-tiny.h5"
+CREPE_DIR = CACHE / "weights" / "crepe"
+
+
+def crepe_h5() -> Path:
+    """crepe's real tiny architecture with seeded weights (2 MB: generated into tests/.cache, not committed)."""
+    path = CREPE_DIR / "model-tiny.h5"
+    if not path.exists():
+        subprocess.run([sys.executable, str(FIXTURES / "make_weights_fixtures.py"), "--crepe", str(CREPE_DIR)],
+                       check=True, capture_output=True, timeout=600)
+    return path
 
 
 def test_crepe_builder_and_its_capacities_are_found_statically():
-    groups = weight_groups(read_artifact(CREPE_H5, weights_only_ok=True))
-    found = find_builders(index_sources([CREPE_SRC]), [g["name"] for g in groups], CREPE_H5)
+    groups = weight_groups(read_artifact(crepe_h5(), weights_only_ok=True))
+    found = find_builders(index_sources([CREPE_SRC]), [g["name"] for g in groups], crepe_h5())
     assert [b.fn for b in found] == ["build_and_load_model"]  # get_activation and predict call it, build nothing
     b = found[0]
     assert b.required == ["model_capacity"]
@@ -74,7 +84,7 @@ def _parity(report: dict) -> None:
 def test_crepe_weights_found_and_converted_with_parity(pool, tmp_path):
     """No function named: the builder is found, its capacity matched to the file ('tiny' of five), and the
     conversion is verified on every backend against tf_keras running crepe's own code."""
-    report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", sources=(str(CREPE_SRC),)), pool=pool)
+    report = convert(Options(src=crepe_h5(), output=tmp_path / "crepe.keras", sources=(str(CREPE_SRC),)), pool=pool)
     _parity(report)
     match = report["source"]["match"]
     assert match["summary"].startswith("build_and_load_model(model_capacity='tiny') matched 13/13 weight groups")
@@ -87,7 +97,7 @@ def test_crepe_weights_found_and_converted_with_parity(pool, tmp_path):
 
 @pytest.mark.slow
 def test_crepe_with_explicit_function_and_arguments(pool, tmp_path):
-    report = convert(Options(src=CREPE_H5, output=tmp_path / "crepe.keras", backends=("tensorflow",),
+    report = convert(Options(src=crepe_h5(), output=tmp_path / "crepe.keras", backends=("tensorflow",),
                              sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="'tiny'"), pool=pool)
     assert report["verdict"] == "parity"
     assert report["source"]["match"]["summary"].startswith("build_and_load_model('tiny') matched 13/13")
@@ -95,7 +105,7 @@ def test_crepe_with_explicit_function_and_arguments(pool, tmp_path):
              r"0/13 groups match, 13 built \(first: conv1 \[\[512, 1, 1, 128\], \[128\]\] in the file, conv1 "
              r"\[\[512, 1, 1, 256\], \[256\]\] built\)")
     with pytest.raises(InputError, match=wrong):
-        convert(Options(src=CREPE_H5, output=tmp_path / "small.keras", backends=("tensorflow",),
+        convert(Options(src=crepe_h5(), output=tmp_path / "small.keras", backends=("tensorflow",),
                         sources=(f"{CREPE_SRC}:build_and_load_model",), build_args="model_capacity='small'"),
                 pool=pool)
     assert not (tmp_path / "small.keras").exists()
@@ -111,7 +121,7 @@ def test_two_matching_builders_exit_2_with_the_choices(tmp_path):
     text = CREPE_SRC.read_text()
     (src / "copy.py").write_text(text.replace("def build_and_load_model(", "def build_model_again("))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "400"}
-    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(CREPE_H5), "-o", str(tmp_path / "m.keras"),
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(crepe_h5()), "-o", str(tmp_path / "m.keras"),
                         "--src", str(src)], capture_output=True, text=True, env=env, timeout=600)
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
