@@ -43,6 +43,9 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
 
     check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
     objects = tf_keras_objects()
+    from k2to3.workers.k2_library import qkeras_objects
+
+    objects.update(qkeras_objects(req["h5"]))
     if req.get("k2_module"):
         objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
 
