@@ -138,8 +138,13 @@ def test_portable_quantizers_match_qkeras(backend):
 def test_qkeras_fixture_converts_with_parity_against_qkeras(name, pool, tmp_path):
     from k2to3.pipeline.convert import convert
 
-    report = convert(Options(src=QK / f"{name}.h5", output=tmp_path / "m.keras"), pool=pool)
+    grads = name == "qkeras_jet_tagger"  # compiled and trained: one training step and the gradients too
+    report = convert(Options(src=QK / f"{name}.h5", output=tmp_path / "m.keras", grads=grads), pool=pool)
     assert report["reference"]["kind"] == "keras2-tf_keras", report["reference"]  # qkeras loaded the file
+    if grads:  # straight-through gradients, l1 regularizers, Adam's restored slots and the QClip constraint
+        assert report["optimizer"]["status"] == "restored"
+        assert {v["status"] for v in report["training"]["backends"].values()} == {"parity"}
+        assert {v["status"] for v in report["gradients"]["backends"].values()} == {"parity"}
     assert report["verdict"] == "parity" and report["exit_code"] == 0
     assert set(report["backends"]) == {"tensorflow", "torch", "jax"}
     for v in report["backends"].values():
