@@ -178,3 +178,16 @@ def test_converted_model_really_quantizes(tmp_path, pool):
     relu1 = np.asarray(got["relu1"])
     assert np.array_equal(relu1 * 64, np.round(relu1 * 64)) and relu1.min() >= 0 and relu1.max() <= 63 / 64
     assert got["diff"] > 1e-3
+
+
+@pytest.mark.parametrize(("name", "code"), [("qkeras_folded", "K2T941"), ("qkeras_po2_batchnorm", "K2T940"),
+                                            ("tfmot_qat", "K2T943"), ("qkeras_jet_tagger", None)])
+def test_audit_predicts_the_stop(name, code):
+    """The static audit says blocked (not "portable with source") for a quantized layer k2to3 stops on."""
+    from k2to3.stores.static import static_verdict
+
+    row = static_verdict(QK / f"{name}.h5", {})
+    if code is None:
+        assert row["verdict"] == "portable", row
+    else:
+        assert row["verdict"] == "blocked" and code in row["reason"], row
