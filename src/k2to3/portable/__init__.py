@@ -8,8 +8,9 @@ nothing else of k2to3, so a model converted by k2to3 needs no TensorFlow, no tf_
 The names below are a public API: generated `--src` modules and `k2to3 fix` output call `k2to3.portable.NAME`,
 and saved configs name the registered ones; none of them is ever renamed or removed
 (tests/test_portable_compat.py). One module per kind: activations, layers (Keras 2 and library layers),
-removed (layers Keras 3 removed), tfops (TFOpLambda / tf.* translations and the TF-only and dynamic-shape
-layers), backend (K.* functions), optimizers (Keras 2 update rules); registry holds the package name.
+removed (layers Keras 3 removed), qkeras (QKeras layers and quantizers), tfops (TFOpLambda / tf.* translations
+and the TF-only and dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry
+holds the package name.
 """
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ from k2to3.portable.optimizers import (
     Keras2Nadam,
     Keras2RMSprop,
 )
+from k2to3.portable.qkeras import (
+    QActivation,
+    QBatchNormalization,
+    QClip,
+    QConv2D,
+    QDense,
+)
 from k2to3.portable.removed import (
     Highway,
     LocallyConnected1D,
@@ -87,6 +95,11 @@ __all__ = [
     "LocallyConnected2D",
     "Maxout",
     "MaxoutDense",
+    "QActivation",
+    "QBatchNormalization",
+    "QClip",
+    "QConv2D",
+    "QDense",
     "ShapeOp",
     "StochasticDepth",
     "TFOpLayer",

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from k2to3.core import rules as rules_mod
 from k2to3.errors import K2to3Error
 from k2to3.formats import describe
 from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, sniff
@@ -112,6 +113,10 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
         return {**row, "verdict": "portable", "reason": "every layer has a rule or a Keras 3 equivalent"}
     if any(e.code == "K2T904" for e in errors):
         return {**row, "verdict": "tf-only", "reason": errors[0].line()}
+    stops = _stop_codes()
+    quantizer = next((e for e in errors if stops.get(e.code) == "qkeras_quantizer"), None)
+    if quantizer is not None:  # no source changes what a quantizer computes
+        return {**row, "verdict": "blocked", "reason": quantizer.line()}
     src_reason = None
     if index is not None and row["kind"] == "hdf5":
         res = _resolve(index, model_config, training_config, memo)
@@ -124,6 +129,8 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     for e in errors:
         m = re.search(r"class '([^']+)'|activation='([^']+)'|recurrent_activation='([^']+)'", e.message)
         name = next((g for g in m.groups() if g), None) if m else None
+        if stops.get(e.code) == "no_keras3_port":  # "QConv2DBatchnorm: no Keras 3 equivalent (...)"
+            name = e.message.split(":")[0]
         needs.append({"code": e.code, "layer": e.layer, "object": name,
                       "source": defs.get(name) if name else None})
     found = all(n["source"] for n in needs if n["object"]) and not any(n["code"] == "K2T901" for n in needs)
@@ -131,6 +138,11 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     if found and src_reason is None:  # the resolver did not run (no tree index, or not HDF5)
         return {**row, "verdict": "portable with source", "reason": "custom objects defined in the tree"}
     return {**row, "verdict": "blocked", "reason": src_reason or errors[0].line()}
+
+
+def _stop_codes() -> dict[str, str]:
+    """Rule code -> builtin of the rules that stop on a library layer or quantizer (rules/layers.toml)."""
+    return {r.code: r.builtin for r in rules_mod.layer_rules() if r.builtin in ("no_keras3_port", "qkeras_quantizer")}
 
 
 # -- a discovered store, row by row (audit of URLs, convert STORE/) ----------------------------------------------

@@ -13,6 +13,8 @@ from k2to3.upgrade.bidirectional import backward_half
 from k2to3.upgrade.cudnn import CUDNN
 from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
+from k2to3.upgrade.qkeras import QUANTIZER_KEYS
+from k2to3.upgrade.qkeras import upgrade_config as upgrade_qkeras
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
@@ -27,6 +29,8 @@ def layer_config(
     registered = None
     if class_name in CUDNN:  # K2T450: before the LSTM/GRU rules, which then apply to the result
         class_name, cfg = upgrade_cudnn(up, class_name, cfg, layer)
+    if class_name in QUANTIZER_KEYS and renames:  # K2T440-K2T443: quantizers as plain data, before the renames
+        cfg = upgrade_qkeras(up, class_name, cfg, layer)
     if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
         # K2T405: tf_keras's build() inserts a virtual-batch dimension at index 1 and shifts every axis
         # by +1 in place, so get_config saved the shifted axes.

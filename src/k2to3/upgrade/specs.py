@@ -59,7 +59,10 @@ def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
     if registered is None and src_cls is not None:
         registered = up.source.registered(src_cls)
         up.note(up.code("from_source"), "info", f"class {cls} rebuilt from the source as {registered}", orig)
-    if registered is None and cls not in rules_mod.keras3_layers():
+    stop = no_port(up, cls) if registered is None else None
+    if stop is not None:  # K2T941-K2T943: a known library class with no Keras 3 equivalent
+        up.note(stop.code, "error", f"{cls}: no Keras 3 equivalent ({stop.title})", orig, stop.fix)
+    elif registered is None and cls not in rules_mod.keras3_layers():
         up.note(up.code("unknown_class"), "error", f"unknown layer class '{cls}' (not a Keras 3 layer, "
                 "no k2to3 rule)", orig, "pass the source that defines it with --src model.py, or port it "
                 "and register it with keras.saving.register_keras_serializable")
@@ -69,6 +72,11 @@ def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
             cfg.pop(k)
     spec.update(class_name=cls, config=cfg, registered_name=registered)
     return spec
+
+
+def no_port(up: UpgradeState, cls: str) -> rules_mod.Rule | None:
+    """The rule naming `cls` as a library layer k2to3 cannot convert (rules/layers.toml `no_keras3_port`)."""
+    return next((r for r in up.rules if r.builtin == "no_keras3_port" and cls in r.classes), None)
 
 
 def lambda_spec(up: UpgradeState, spec: dict[str, Any], raw_cfg: dict[str, Any]) -> dict[str, Any]:

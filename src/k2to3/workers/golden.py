@@ -18,16 +18,18 @@ from k2to3.workers.runtime import import_module, load_inputs, model_input, probe
 
 
 # -- Keras 2 golden (tf_keras) ------------------------------------------------------------------------
-def tf_keras_objects() -> dict[str, Any]:
-    """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth), and the
-    reference implementations of popular libraries' layers."""
+def tf_keras_objects(h5: str | None = None) -> dict[str, Any]:
+    """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth), the
+    reference implementations of popular libraries' layers, and qkeras's objects when the file `h5` names them."""
     from tf_keras.src.applications import convnext
 
     from k2to3.workers.k2_library import (
         OBJECTS,  # popular libraries' layers (tensorflow-addons, keras-contrib, efficientnet)
+        qkeras_objects,
     )
 
-    return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS}
+    return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS,
+            **(qkeras_objects(h5) if h5 else {})}
 
 
 def golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
@@ -42,7 +44,7 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     from k2to3.core.h5safe import check_file
 
     check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
-    objects = tf_keras_objects()
+    objects = tf_keras_objects(req["h5"])
     if req.get("k2_module"):
         objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
 

@@ -320,3 +320,23 @@ OBJECTS = {"Addons>GroupNormalization": GroupNormalization, "Addons>InstanceNorm
            "InstanceNormalization": InstanceNormalization, "FixedDropout": FixedDropout}
 OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": SpectralNormalization,
                 "Addons>WeightNormalization": WeightNormalization})
+
+
+def qkeras_objects(h5: str) -> dict:
+    """qkeras's own layers and quantizers (the reference is qkeras itself, not a transcription) when the file
+    names a QKeras class; qkeras is optional and only imported then. Without it tf_keras cannot load the file and
+    the reference falls back as for any missing code."""
+    from k2to3.formats.artifact import read_artifact
+    from k2to3.upgrade.needs import walk_layers
+    from k2to3.upgrade.qkeras import QUANTIZER_KEYS
+
+    art = read_artifact(h5, weights_only_ok=True)
+    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(QUANTIZER_KEYS):
+        return {}
+    try:
+        from qkeras.utils import _add_supported_quantized_objects
+    except ImportError:
+        return {}
+    objects: dict = {}
+    _add_supported_quantized_objects(objects)
+    return objects

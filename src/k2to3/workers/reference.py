@@ -100,7 +100,7 @@ def load_compiled(req: dict[str, Any]) -> Any:
     check_file(req["h5"])
     if not req.get("trust_bytecode"):
         refuse_bytecode(req["h5"])
-    kwargs = {"custom_objects": tf_keras_objects(), "safe_mode": not req.get("trust_bytecode")}
+    kwargs = {"custom_objects": tf_keras_objects(req["h5"]), "safe_mode": not req.get("trust_bytecode")}
     with lean.tf_keras_loading():  # large arrays by slices, as the golden load
         try:
             model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)

@@ -132,7 +132,7 @@ def op_float64(req: dict[str, Any]) -> dict[str, Any]:
             saved = tf_keras.backend.floatx()
             tf_keras.backend.set_floatx(target)
             try:
-                with tf_keras.utils.custom_object_scope(tf_keras_objects()):
+                with tf_keras.utils.custom_object_scope(tf_keras_objects(req["h5"])):
                     m64 = _clone_float64(model, tf_keras.models.clone_model, tf_keras.layers.Lambda, target)
                 outs = [np.asarray(t) for t in tf_flatten(m64(model_input(xs), training=False))]
             finally:

@@ -1,0 +1,193 @@
+"""QKeras (K2T440-K2T443, K2T940) and the quantized layers k2to3 stops on (K2T941-K2T943): the config upgrade
+(pure data), k2to3.portable.qkeras's quantizers against qkeras itself element by element on every backend, and
+the fixtures written by qkeras / tensorflow-model-optimization (tests/fixtures/make_qkeras_fixtures.py)
+converted end to end with qkeras under tf_keras as the reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, ROOT
+
+from k2to3.core.options import ConvertOptions as Options
+from k2to3.formats.artifact import read_artifact
+from k2to3.upgrade import upgrade
+from k2to3.upgrade.qkeras import parse
+
+QK = FIXTURES / "qkeras"
+
+
+def _plan(name: str):
+    return upgrade(read_artifact(QK / f"{name}.h5").model_config)
+
+
+def _layers(plan) -> dict[str, dict]:
+    return {spec["name"]: spec for spec in plan.model["layers"]}
+
+
+def test_jet_tagger_layers_become_portable_with_their_quantizers():
+    plan = _plan("qkeras_jet_tagger")
+    assert not plan.errors and plan.needs_portable
+    layers = _layers(plan)
+    fc1, relu1 = layers["fc1"], layers["relu1"]
+    assert fc1["registered_name"] == "k2to3>QDense" and relu1["registered_name"] == "k2to3>QActivation"
+    assert fc1["config"]["kernel_quantizer"] == {"quantizer": "quantized_bits", "config": {
+        "bits": 6, "integer": 0, "symmetric": 0, "alpha": 1, "keep_negative": True, "use_stochastic_rounding": False,
+        "qnoise_factor": 1.0}}
+    assert fc1["config"]["kernel_initializer"]["class_name"] == "LecunUniform"  # QInitializer unwrapped
+    assert fc1["config"]["kernel_constraint"]["registered_name"] == "k2to3>QClip"
+    assert relu1["config"]["quantizer"]["quantizer"] == "quantized_relu" and relu1["config"]["activation"] is None
+    assert {f.code for f in plan.findings} >= {"K2T440", "K2T442"}
+
+
+def test_cnn_string_quantizer_and_quantizer_activation():
+    layers = _layers(_plan("qkeras_cnn"))
+    assert layers["relu_str"]["config"]["quantizer"] == {"quantizer": "quantized_relu",
+                                                         "config": {"bits": 4, "integer": 2}}
+    dense = layers["dense_binary"]["config"]
+    assert dense["activation"] == "linear" and dense["activation_quantizer"]["quantizer"] == "quantized_relu"
+    assert dense["kernel_quantizer"]["quantizer"] == "binary"
+    bn = layers["qbatchnorm"]
+    assert bn["registered_name"] == "k2to3>QBatchNormalization" and "beta_range" not in bn["config"]
+    assert layers["qconv_po2"]["config"]["kernel_quantizer"]["config"]["alpha"] == "auto_po2"
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("quantized_bits(6,0,alpha=1)", ("quantized_bits", {"bits": 6, "integer": 0, "alpha": 1})),
+    ("quantized_relu(6)", ("quantized_relu", {"bits": 6})),
+    ("binary", ("binary", {})),
+    ("ternary(alpha='auto')", ("ternary", {"alpha": "auto"})),
+    ("__import__('os').system('x')", None),  # never evaluated: not a literal call
+])
+def test_string_quantizers_are_parsed_as_literals(text, want):
+    assert parse(text) == want
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("quantized_bits(4,0,1,1,'auto',1)", "use_stochastic_rounding=1"),
+    ("quantized_relu(4,0,1)", "use_sigmoid=1"),
+    ("quantized_tanh(4)", "quantized_tanh has no portable equivalent"),
+    ({"class_name": "quantized_bits", "config": {"bits": 4, "qnoise_factor": 0.5}}, "qnoise_factor=0.5"),
+])
+def test_unsupported_quantizer_is_an_error_naming_it(value, words):
+    config = {"class_name": "Model", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "name": "in", "config": {"name": "in", "batch_input_shape": [None, 3]},
+         "inbound_nodes": []},
+        {"class_name": "QActivation", "name": "act", "config": {"name": "act", "activation": value},
+         "inbound_nodes": [[["in", 0, 0, {}]]]}], "input_layers": [["in", 0, 0]], "output_layers": [["act", 0, 0]]}}
+    errors = upgrade(config).errors
+    assert [e.code for e in errors] == ["K2T940"] and words in errors[0].message and errors[0].layer == "act"
+
+
+@pytest.mark.parametrize(("name", "code", "classes"), [
+    ("qkeras_folded", "K2T941", {"QConv2DBatchnorm"}),
+    ("qkeras_po2_batchnorm", "K2T940", {"QBatchNormalization"}),
+    ("tfmot_qat", "K2T943", {"QuantizeLayer", "QuantizeWrapperV2"}),
+])
+def test_unported_quantized_layers_stop_naming_the_class(name, code, classes):
+    errors = _plan(name).errors
+    assert errors and {e.code for e in errors} == {code}
+    assert {e.message.split(":")[0].split(" ")[0] for e in errors} == classes
+
+
+def test_larq_layer_stops_naming_the_class():
+    config = {"class_name": "Sequential", "config": {"name": "s", "layers": [
+        {"class_name": "QuantConv2D", "config": {"name": "qc", "filters": 4, "kernel_size": [3, 3],
+                                                 "input_quantizer": "ste_sign", "kernel_quantizer": "ste_sign",
+                                                 "batch_input_shape": [None, 8, 8, 1]}}]}}
+    errors = upgrade(config).errors
+    assert [(e.code, e.layer) for e in errors] == [("K2T942", "qc")] and "QuantConv2D" in errors[0].message
+
+
+def test_cli_stop_is_one_line_with_exit_code_3(tmp_path):
+    out = tmp_path / "m.keras"
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(QK / "qkeras_folded.h5"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert r.returncode == 3 and "Traceback" not in r.stderr + r.stdout
+    lines = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "K2T941" in lines[0] and "QConv2DBatchnorm" in lines[0]
+    assert not out.exists() and not list(tmp_path.glob(".*partial*"))  # only the report says why
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
+def test_portable_quantizers_match_qkeras(backend):
+    """44 cases (22 quantizer configurations on a grid of every multiple of 1/256 in [-10, 10] and on a conv
+    kernel): every quantization level agrees with qkeras's; element values are bit-identical except the
+    float least-squares scales of alpha='auto', whose mean reduction order differs on torch and jax (a few ulp)."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "qkeras_probe.py")], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["backend"] == backend and len(got["rows"]) == 44
+    for case, (n_diff, max_abs) in got["rows"].items():
+        if "'auto'" in case:
+            assert max_abs <= 1e-6, case
+        else:
+            assert n_diff == 0, case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["qkeras_jet_tagger", "qkeras_cnn"])
+def test_qkeras_fixture_converts_with_parity_against_qkeras(name, pool, tmp_path):
+    from k2to3.pipeline.convert import convert
+
+    grads = name == "qkeras_jet_tagger"  # compiled and trained: one training step and the gradients too
+    report = convert(Options(src=QK / f"{name}.h5", output=tmp_path / "m.keras", grads=grads), pool=pool)
+    assert report["reference"]["kind"] == "keras2-tf_keras", report["reference"]  # qkeras loaded the file
+    if grads:  # straight-through gradients, l1 regularizers, Adam's restored slots and the QClip constraint
+        assert report["optimizer"]["status"] == "restored"
+        assert {v["status"] for v in report["training"]["backends"].values()} == {"parity"}
+        assert {v["status"] for v in report["gradients"]["backends"].values()} == {"parity"}
+    assert report["verdict"] == "parity" and report["exit_code"] == 0
+    assert set(report["backends"]) == {"tensorflow", "torch", "jax"}
+    for v in report["backends"].values():
+        for o in v["outputs"]:
+            assert o["allclose"] and o["max_abs"] <= 1e-6 and o["argmax_agreement"] == 100.0
+
+
+@pytest.mark.slow
+def test_converted_model_really_quantizes(tmp_path, pool):
+    """Parity against qkeras is only meaningful if quantization changes the outputs: the Keras 3 model's first
+    activation sits on the quantized_relu(6) grid, and the same weights without quantizers give other outputs."""
+    from k2to3.pipeline.convert import convert
+
+    out = tmp_path / "m.keras"
+    convert(Options(src=QK / "qkeras_jet_tagger.h5", output=out), pool=pool)
+    code = ("import sys, json, numpy as np, keras, k2to3.portable\n"
+            "m = keras.saving.load_model(sys.argv[1])\n"
+            "x = np.random.default_rng(0).normal(size=(64, 16)).astype('float32')\n"
+            "relu1 = keras.ops.convert_to_numpy(keras.Model(m.inputs, m.get_layer('relu1').output)(x))\n"
+            "q = keras.ops.convert_to_numpy(m(x))\n"
+            "for layer in m.layers:\n"
+            "    for k in ('kernel_quantizer', 'bias_quantizer', 'quantizer'):\n"
+            "        if getattr(layer, k, None): setattr(layer, k, None)\n"
+            "    if type(layer).__name__ == 'QActivation': layer._fn = keras.activations.relu\n"
+            "f = keras.ops.convert_to_numpy(m(x))\n"
+            "print(json.dumps({'relu1': relu1.ravel().tolist(), 'diff': float(np.abs(q - f).max())}))\n")
+    env = {**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
+    r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    relu1 = np.asarray(got["relu1"])
+    assert np.array_equal(relu1 * 64, np.round(relu1 * 64)) and relu1.min() >= 0 and relu1.max() <= 63 / 64
+    assert got["diff"] > 1e-3
+
+
+@pytest.mark.parametrize(("name", "code"), [("qkeras_folded", "K2T941"), ("qkeras_po2_batchnorm", "K2T940"),
+                                            ("tfmot_qat", "K2T943"), ("qkeras_jet_tagger", None)])
+def test_audit_predicts_the_stop(name, code):
+    """The static audit says blocked (not "portable with source") for a quantized layer k2to3 stops on."""
+    from k2to3.stores.static import static_verdict
+
+    row = static_verdict(QK / f"{name}.h5", {})
+    if code is None:
+        assert row["verdict"] == "portable", row
+    else:
+        assert row["verdict"] == "blocked" and code in row["reason"], row
