@@ -16,7 +16,7 @@ import traceback
 from typing import Any
 
 from k2to3.errors import K2to3Error
-from k2to3.workers import build, fit, fitnoise, golden, grads, held, memory, reference, reruns, verify
+from k2to3.workers import build, export, fit, fitnoise, golden, grads, held, memory, reference, reruns, verify
 from k2to3.workers.runtime import keras3
 
 
@@ -94,7 +94,7 @@ def _cleanup() -> None:
 
 OPS = {"build": build.op_build, "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
        "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
-       **fitnoise.OPS, **held.OPS, **reference.OPS}
+       **fitnoise.OPS, **held.OPS, **reference.OPS, "export": export.op_export}
 
 
 def main() -> None:
