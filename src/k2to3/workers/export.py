@@ -64,7 +64,16 @@ def _layers_with(what: str, model: Any) -> str:
         cls, name = type(layer).__name__.lower(), layer.name.lower()
         if any(o in name.replace("_", "") or o == cls for o in ops) or (loop and cls in _RNN):
             hits.append(f"{layer.name} ({type(layer).__name__})")
-    return f" in layer {', '.join(hits[:3])}" if hits else ""
+    if not hits and any(o.startswith("flex") for o in ops):
+        # LiteRT's builtin kernels compute in float32 (float16 only as stored weights): a layer computing in
+        # float16 falls back to a Select TF op.
+        hits = [f"{layer.name} ({type(layer).__name__}, {_policy(layer)})" for layer in _all_layers(model)
+                if _policy(layer) in ("mixed_float16", "mixed_bfloat16", "float16", "bfloat16") and layer.weights]
+    return f" in layer {', '.join(hits[:3])}{' ...' if len(hits) > 3 else ''}" if hits else ""
+
+
+def _policy(layer: Any) -> str:
+    return str(getattr(getattr(layer, "dtype_policy", None), "name", ""))
 
 
 def _all_layers(model: Any) -> list[Any]:
@@ -73,6 +82,21 @@ def _all_layers(model: Any) -> list[Any]:
         out.append(layer)
         out.extend(_all_layers(layer))
     return out
+
+
+def unroll_for_litert(model: Any) -> list[str]:
+    """Recurrent layers of a fixed sequence length, unrolled: on tensorflow their loop is a While over TensorLists,
+    which LiteRT's builtin ops lack (the converter falls back to Select TF ops, FlexTensorListReserve, that the
+    LiteRT interpreter cannot run). Unrolled, every step is builtin ops and the same arithmetic."""
+    done = []
+    for layer in _all_layers(model):
+        shape = getattr(layer, "_build_shapes_dict", None) or {}
+        steps = next(iter(shape.values()), None) if shape else None
+        if hasattr(layer, "unroll") and type(layer).__name__.lower() in _RNN and steps and len(steps) > 1 and \
+                steps[1] is not None and not layer.unroll:
+            layer.unroll = True
+            done.append(layer.name)
+    return done
 
 
 def _export(model: Any, fmt: str, path: str) -> bool:
@@ -98,6 +122,7 @@ def op_export(req: dict[str, Any]) -> dict[str, Any]:
     hint = f"export to another --format, or see docs/export.md#stops for what {fmt} takes"
     t0 = time.perf_counter()
     try:
+        unrolled = unroll_for_litert(model) if fmt == "litert" else []
         dynamic = _export(model, fmt, path)
     except K2to3Error:
         raise
@@ -110,6 +135,7 @@ def op_export(req: dict[str, Any]) -> dict[str, Any]:
     except RuntimeStop as exc:
         raise NotPortable(_stop_line(exc, fmt, model, "runtime"), hint=hint) from None
     ran["dynamic_batch"] = ran["dynamic_batch"] and dynamic
+    ran["unrolled"] = unrolled
     return {"format": fmt, "keras_format": KERAS_FORMAT[fmt], "exporter_backend": keras.backend.backend(),
             "keras_version": keras.__version__, "load_seconds": round(t_load, 3),
             "export_seconds": round(t_export, 3), "run_seconds": round(time.perf_counter() - t1, 3), **ran}

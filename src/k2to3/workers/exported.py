@@ -104,6 +104,8 @@ RUNTIMES = {"onnx": _onnx, "litert": _litert, "savedmodel": _savedmodel, "torch"
 
 def main() -> None:
     fmt, path, inputs, out = sys.argv[1:5]
+    # TensorFlow and torch import jax whenever it is installed (seconds of CPU); no runtime here uses it.
+    sys.modules.setdefault("jax", None)  # type: ignore[arg-type]
     with np.load(inputs) as z:
         xs = [z[f"in{i}"] for i in range(len(z.files))]
     full, one, meta = RUNTIMES[fmt](path, xs)
