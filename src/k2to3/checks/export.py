@@ -7,6 +7,7 @@ under a temporary name and renamed into place only when it ran (a refused export
 
 from __future__ import annotations
 
+import re
 import shutil
 from concurrent.futures import Future
 from pathlib import Path
@@ -100,6 +101,21 @@ def _place(temp: Path, dest: Path) -> None:
     temp.replace(dest)
 
 
+def _origin(line: str, report: dict[str, Any]) -> str:
+    """A stop on an op no Keras 3 layer holds (a TFOpLambda translated into keras.ops calls of the graph): the Keras
+    2 layer it came from, from the plan's translation findings (`tf.math.log1p -> keras.ops.log1p`)."""
+    m = re.match(r"\S+ cannot take op (\w+)\b(?! in layer)", line)
+    if not m:
+        return line
+    op = m.group(1).lower()
+    for f in report.get("findings") or []:
+        said = str(f.get("message", ""))
+        if "-> keras.ops." in said and op in re.sub(r"[^a-z0-9]", "", str(f.get("layer", "")).lower()):
+            head, sep, hint = line.partition(" (")
+            return f"{head} from Keras 2 layer {f['layer']} ({said}){' (' if sep else ''}{hint}"
+    return line
+
+
 def collect(run: Run, done: dict[str, Done]) -> None:
     target = run.export
     assert target is not None
@@ -112,12 +128,12 @@ def collect(run: Run, done: dict[str, Done]) -> None:
     except WorkerError as exc:
         _remove(temp)
         status = "not_portable" if exc.code == int(Exit.NOT_PORTABLE) else "error"
-        run.report["export"] = {**base, "status": status, "error": exc.message, "written": False}
+        run.report["export"] = {**base, "status": status, "error": _origin(exc.message, run.report), "written": False}
         run.progress(f"export {target['format']}: {exc.message}")
         return
     section = {**base, **{k: reply.get(k) for k in ("keras_format", "keras_version", "runtime", "version",
                                                     "dynamic_batch", "batch", "load_seconds", "export_seconds",
-                                                    "run_seconds", "runtime_peak_rss_mb")}}
+                                                    "run_seconds", "runtime_peak_rss_mb", "unrolled")}}
     section["runtime_version"] = section.pop("version")
     section.update(_compare(run, reply))
     _place(temp, dest)
