@@ -146,12 +146,16 @@ def _api_words(exc: Any, cls: type) -> Any:
     return exc
 
 
-def _signature(cls: type, head: list[inspect.Parameter], tail: list[inspect.Parameter]) -> inspect.Signature:
-    """The API function's signature, derived from the options model: `head`, every option as keyword-only with
-    its default, then `tail` (progress, pool)."""
+def _signature(cls: type, head: list[inspect.Parameter], tail: list[inspect.Parameter],
+               command: str | None = None) -> inspect.Signature:
+    """The API function's signature, derived from the options model: `head`, every option (of `command` when
+    given) as keyword-only with its default, then `tail` (progress, pool)."""
+    from k2to3.core.options import fields_of
+
     names = {p.name for p in head}
+    fields = fields_of(cls, command) if command else dataclasses.fields(cls)
     opts = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                              annotation=str(f.type)) for f in dataclasses.fields(cls) if f.name not in names]
+                              annotation=str(f.type)) for f in fields if f.name not in names]
     return inspect.Signature([*head, *opts, *tail], return_annotation="ModelReport")
 
 
@@ -240,7 +244,8 @@ def _derive_signatures() -> None:
     export.__signature__ = _signature(  # type: ignore[attr-defined]
         ExportOptions, [inspect.Parameter(n, pos, annotation=a) for n, a in (("model", "PathLike"),
                                                                               ("format", "str"),
-                                                                              ("output", "PathLike"))], _TAIL)
+                                                                              ("output", "PathLike"))], _TAIL,
+        "export")
 
 
 @dataclass
