@@ -34,7 +34,7 @@ def check(opts: VerifyOptions) -> None:
     if not opts.model.exists():
         raise InputError(f"{opts.model}: no such file", hint="pass the Keras 3 .keras file to verify")
     if opts.model.is_dir() or sniff(opts.model) != "zip":
-        raise InputError(f"{opts.model}: not a Keras 3 .keras archive", hint="verify takes the .keras file; "
+        raise InputError(f"{opts.model}: not a Keras 3 .keras archive", hint="pass the Keras 3 .keras file; "
                          "convert a Keras 2 .h5 with `k2to3 convert`")
     if (opts.reference is None) == (opts.golden is None):
         raise InputError("verify needs exactly one of --reference LEGACY.h5 or --golden FILE.golden.npz",
