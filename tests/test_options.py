@@ -8,13 +8,13 @@ import inspect
 import typer
 
 import k2to3
-from k2to3.core.options import ConvertOptions, VerifyOptions, fields_of, store_settings
+from k2to3.core.options import ConvertOptions, ExportOptions, VerifyOptions, fields_of, store_settings
 from k2to3.interfaces.cli import app
 from k2to3.interfaces.cli_options import flags
 
 # what only the command line has: the report on stdout, and how a store is converted (src_root, jobs, executor)
 CLI_ONLY = {"as_json", "src_root", "jobs", "executor", "ray_address"}
-POSITIONAL = {"convert": {"src", "output"}, "verify": {"model"}}
+POSITIONAL = {"convert": {"src", "output"}, "verify": {"model"}, "export": {"model", "format", "output"}}
 
 
 def cli_params(command: str) -> dict[str, list[str]]:
@@ -23,7 +23,7 @@ def cli_params(command: str) -> dict[str, list[str]]:
 
 
 def test_every_cli_option_is_an_api_keyword():
-    for command, fn in (("convert", k2to3.convert), ("verify", k2to3.verify)):
+    for command, fn in (("convert", k2to3.convert), ("verify", k2to3.verify), ("export", k2to3.export)):
         api = set(inspect.signature(fn).parameters)
         cli = set(cli_params(command)) - CLI_ONLY
         assert cli - api == set(), f"{command}: CLI options without an API keyword"
@@ -31,7 +31,7 @@ def test_every_cli_option_is_an_api_keyword():
 
 
 def test_cli_flags_come_from_the_model():
-    for command, cls in (("convert", ConvertOptions), ("verify", VerifyOptions)):
+    for command, cls in (("convert", ConvertOptions), ("verify", VerifyOptions), ("export", ExportOptions)):
         cli = cli_params(command)
         for f in fields_of(cls, command):
             assert cli[f.name] == list(flags(f)), (command, f.name)

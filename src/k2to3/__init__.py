@@ -2,7 +2,7 @@
 
 from k2to3.version import __version__ as __version__
 
-_API = ("convert", "verify", "lint", "fix", "ModelReport", "LintReport", "FixReport")
+_API = ("convert", "verify", "export", "lint", "fix", "ModelReport", "LintReport", "FixReport")
 
 
 def __getattr__(name: str):  # the Python API (docs/api.md), imported on first use: `import k2to3` stays light

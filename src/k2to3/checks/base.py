@@ -52,6 +52,7 @@ class Run:
     golden_path: Path | None = None  # `convert --save-golden`: where the golden file goes
     output_path: Path | None = None  # convert: where the .keras ends up (the golden file records its sha256)
     timings: dict[str, float] = field(default_factory=dict)
+    export: dict[str, Any] | None = None  # export / convert --export: format, path, temp (checks/export.py)
     # set by the checks
     outputs: list[np.ndarray] | None = None  # the reference outputs (the outputs check)
     state: dict[str, Any] = field(default_factory=dict)  # what a check keeps between its jobs and their replies

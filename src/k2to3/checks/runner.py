@@ -31,14 +31,16 @@ def run_checks(run: Run, stages: Iterable[int]) -> None:
 
 def set_verdict(report: dict[str, Any], tf_only: list[dict[str, Any]]) -> None:
     """verdict and exit_code (docs/exit-codes.md) from every check's outcome: a backend that failed is an error (4),
-    any mismatch a mismatch (1), a TF-only model that passed is tf_only (3), else parity (0). A check judged
-    `after_parity` (gradients) only changes a parity. numeric_verdict is the outputs' figure (float32 noise), made
-    a mismatch by any check that says so."""
+    any mismatch a mismatch (1), an export format that refused the model not_portable (3), a TF-only model that
+    passed is tf_only (3), else parity (0). A check judged `after_parity` (gradients) only changes a parity.
+    numeric_verdict is the outputs' figure (float32 noise), made a mismatch by any check that says so."""
     primary = [c.outcome(report) for c in CHECKS if not c.after_parity]
     if "error" in primary:
         report.update(verdict="error", exit_code=int(Exit.INTERNAL))
     elif "mismatch" in primary:
         report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
+    elif "not_portable" in primary:  # an export format that cannot take the model (checks/export.py)
+        report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
     elif tf_only:  # written and verified on tensorflow; not portable to torch / jax
         report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=tf_only)
     else:

@@ -23,6 +23,8 @@ from typing import Any
 from k2to3.errors import InputError
 
 BACKENDS = ("tensorflow", "torch", "jax")
+EXPORT_FORMATS = ("onnx", "litert", "savedmodel", "torch")
+ALL = ("convert", "verify", "export")
 GRADS_MODES = ("train", "inference")
 
 VERIFICATION, SOURCE, TRAINING, OUTPUT = "Verification", "Model source", "Training checks", "Output"
@@ -53,22 +55,24 @@ class CheckOptions:
     inputs: Path | None = option(None, {"convert": "Inputs to compare on (.npz: in0, in1, ...) instead of the seeded "
                                                    "ones.",
                                         "verify": "Inputs (.npz: in0, in1, ...) instead of the seeded ones (with "
-                                                  "--reference)."}, group=VERIFICATION, flags=("--input",))
+                                                  "--reference)."}, group=VERIFICATION, flags=("--input",),
+                                commands=ALL)
     rtol: float | None = option(None, {"convert": "Relative tolerance [default: 1e-5]",
                                        "verify": "Relative tolerance [default: 1e-5, or the golden file's]"},
-                                group=VERIFICATION, store=True)
+                                group=VERIFICATION, store=True, commands=ALL)
     atol: float | None = option(None, {"convert": "Absolute tolerance [default: 1e-6]",
                                        "verify": "Absolute tolerance [default: 1e-6, or the golden file's]"},
-                                group=VERIFICATION, store=True)
+                                group=VERIFICATION, store=True, commands=ALL)
     backends: tuple[str, ...] = option(BACKENDS, "Backends to verify on, comma-separated.", group=VERIFICATION,
                                        cli="csv", store=True)
-    max_memory: int | None = option(None, MAX_MEMORY_HELP, group=VERIFICATION, cli="size", store=True)
+    max_memory: int | None = option(None, MAX_MEMORY_HELP, group=VERIFICATION, cli="size", store=True,
+                                    commands=ALL)
     sources: tuple[str, ...] = option(
         (), {"convert": "Python source that defines the model's Lambda functions, custom layers, activations or "
                         "losses (repeatable; never run, definitions are extracted). FILE.py:FUNCTION names the build "
                         "function of a weights-only file.",
              "verify": "Python source of the model's Lambda functions / custom objects (as for convert)."},
-        group=SOURCE, flags=("--src",), cli="list")
+        group=SOURCE, flags=("--src",), cli="list", commands=ALL)
     build_args: str | None = option(
         None, "Arguments of the build function a weights-only file or TF checkpoint is built with, as Python "
         "literals in call syntax: \"model_capacity='tiny'\" or \"'tiny', dropout=0.0\" (parsed with "
@@ -125,6 +129,10 @@ class ConvertOptions(CheckOptions):
     config: Path | None = option(
         None, "The model.to_json() / to_yaml() architecture of a save_weights SRC (found alone when it sits beside "
         "SRC: x.json + x.h5 or x_weights.h5, model.json + weights.h5).", group=SOURCE, commands=("convert",))
+    export: str | None = option(None, "Also export the verified model to this format beside OUTPUT (MODEL.onnx, "
+                                "MODEL.tflite, MODEL_savedmodel/, MODEL.pt2) and check the exported file in its own "
+                                "runtime against the Keras 2 reference (docs/export.md).", group=OUTPUT,
+                                commands=("convert",), cli="choice", choices=EXPORT_FORMATS)
     save_golden: bool = option(False, "Also write OUTPUT's name + '.golden.npz' (inputs, reference outputs, "
                                "tolerances, versions) for `k2to3 verify --golden` after upgrading "
                                "keras/torch/jax.", group=OUTPUT, commands=("convert",))
@@ -136,11 +144,13 @@ class VerifyOptions(CheckOptions):
 
     model: Path
     reference: Path | None = option(None, "The Keras 2 .h5 it came from: tf_keras computes the golden output.",
-                                    group=VERIFICATION, commands=("verify",))
+                                    group=VERIFICATION, commands=("verify", "export"))
     golden: Path | None = option(None, "A golden file from `convert --save-golden` instead of --reference.",
-                                 group=VERIFICATION, commands=("verify",))
-    report_dir: Path | None = option(None, "Where to write report.json and report.md [default: MODEL's name + "
-                                     "'.verify/']", group=OUTPUT, commands=("verify",))
+                                 group=VERIFICATION, commands=("verify", "export"))
+    report_dir: Path | None = option(None, {"verify": "Where to write report.json and report.md [default: MODEL's "
+                                                "name + '.verify/']",
+                                     "export": "Where to write report.json and report.md [default: PATH's name + "
+                                               "'.report/']"}, group=OUTPUT, commands=("verify", "export"))
 
 
 def fields_of(cls: type, command: str) -> list[dataclasses.Field]:
@@ -151,3 +161,12 @@ def fields_of(cls: type, command: str) -> list[dataclasses.Field]:
 def store_settings(opts: CheckOptions) -> dict[str, Any]:
     """The options a store passes to every artifact it converts (the `store` ones), as plain data."""
     return {f.name: getattr(opts, f.name) for f in dataclasses.fields(CheckOptions) if f.metadata.get("store")}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportOptions(VerifyOptions):
+    """`k2to3 export MODEL.keras --format FORMAT -o PATH --reference LEGACY.h5 | --golden MODEL.golden.npz`."""
+
+    format: str
+    output: Path
+    force: bool = option(False, "Replace PATH if it exists.", group=OUTPUT, commands=("export",))

@@ -122,6 +122,42 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
     _run("converting", run, opts, rdir, as_json, "; nothing written", rflag)
 
 
+EXPORT_HEAD = [
+    inspect.Parameter("model", KW, annotation=Annotated[Path, typer.Argument(
+        metavar="MODEL", help="The Keras 3 .keras file to export (loaded with safe_mode=True, never written).")]),
+    inspect.Parameter("format", KW, annotation=Annotated[str, typer.Option(
+        "--format", metavar="onnx|litert|savedmodel|torch", help="The format: ONNX (.onnx), LiteRT/TFLite "
+        "(.tflite), a TF SavedModel (a directory) or a torch ExportedProgram (.pt2).", rich_help_panel="Output")]),
+    inspect.Parameter("output", KW, annotation=Annotated[Path, typer.Option(
+        "-o", "--output", metavar="PATH", help="Where the exported file goes (written only once it ran).",
+        rich_help_panel="Output")]),
+    JSON,
+]
+EXPORT_EPILOG = (
+    "Examples:\n\n"
+    "  k2to3 export model.keras --format onnx -o model.onnx --reference legacy.h5\n\n"
+    "  k2to3 export model.keras --format litert -o model.tflite --golden model.golden.npz\n\n"
+    "Exit codes: as convert: 0 the exported file matches the Keras 2 reference, 1 mismatch, 2 usage or input "
+    "error, 3 the format cannot take the model (one line names the op or layer), 4 internal error."
+)
+
+
+def export(model: Path, format: str, output: Path, as_json: bool, **options: Any) -> None:
+    """Export a Keras 3 [bold].keras[/] to ONNX, LiteRT, a SavedModel or torch .pt2 and check the exported file in
+    its own runtime against the Keras 2 reference."""
+    from k2to3.core.options import ExportOptions
+    from k2to3.pipeline.export import export as run
+
+    try:
+        opts = ExportOptions(model=model, format=format, output=output,
+                             **cli_options.values(ExportOptions, "export", options))
+    except K2to3Error as exc:
+        _fail(exc)
+    rdir = opts.report_dir or output.with_name(output.name + ".report")
+    _run("exporting", run, opts, rdir, as_json, "; nothing written",
+         "--report-dir" if opts.report_dir else "report directory")
+
+
 def verify(model: Path, as_json: bool, **options: Any) -> None:
     """Verify an existing Keras 3 [bold].keras[/] on every backend against its Keras 2 original or a golden file."""
     from k2to3.core.options import VerifyOptions
@@ -165,10 +201,11 @@ def _run(doing: str, run: Any, opts: Any, rdir: Path, as_json: bool, interrupted
 
 
 def _register() -> None:
-    from k2to3.core.options import ConvertOptions, VerifyOptions
+    from k2to3.core.options import ConvertOptions, ExportOptions, VerifyOptions
 
     cli_options.command(app, "convert", CONVERT_HEAD, ConvertOptions, convert, epilog=CONVERT_EPILOG)
     cli_options.command(app, "verify", VERIFY_HEAD, VerifyOptions, verify, epilog=VERIFY_EPILOG)
+    cli_options.command(app, "export", EXPORT_HEAD, ExportOptions, export, epilog=EXPORT_EPILOG)
 
 
 _register()

@@ -23,7 +23,7 @@ def flags(f: dataclasses.Field) -> tuple[str, ...]:
 
 def _help(f: dataclasses.Field, command: str) -> str:
     h = f.metadata["help"]
-    return h[command] if isinstance(h, dict) else h
+    return (h.get(command) or h["verify"]) if isinstance(h, dict) else h  # export reads as verify
 
 
 def _cli_type(f: dataclasses.Field) -> tuple[Any, Any]:
@@ -81,8 +81,9 @@ def values(cls: type, command: str, given: dict[str, Any]) -> dict[str, Any]:
             v = parse_size(flags(f)[0], v)
         elif cli == "list":
             v = tuple(v or ())
-        elif cli == "choice" and v not in f.metadata["choices"]:
-            raise InputError(f"{flags(f)[0]} {v}: unknown mode", hint=f"choose {' or '.join(f.metadata['choices'])}")
+        elif cli == "choice" and v is not None and v not in f.metadata["choices"]:
+            what = "format" if f.name == "export" else "mode"
+            raise InputError(f"{flags(f)[0]} {v}: unknown {what}", hint=f"choose {' or '.join(f.metadata['choices'])}")
         kw[f.name] = v
     return kw
 

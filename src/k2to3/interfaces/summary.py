@@ -105,8 +105,11 @@ def print_summary(out: Console, report: dict[str, Any]) -> None:
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""
     restored = f"weights: {led['tensors_restored']}/{led['tensors_expected']} tensors restored; " if led else ""
-    out.print(f"{restored}verdict: [bold]{report['verdict']}[/]{numeric}; load with: {report['output']['load']}",
-              highlight=False)
+    e = report.get("export") or {}
+    # `k2to3 export`: what the user takes away is the exported file, and only when it was written
+    load = (f"exported: {e['path']}" if e.get("written") else "nothing exported") if report.get("command") == \
+        "export" else f"load with: {report['output']['load']}"
+    out.print(f"{restored}verdict: [bold]{report['verdict']}[/]{numeric}; {load}", highlight=False)
 
 
 def print_audit_summary(out: Console, m: dict[str, Any], written: list[Any]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.checks.base import Progress, Run
+from k2to3.checks.export import EXPORTER_BACKEND, check_target, default_path, target
 from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
@@ -63,8 +64,18 @@ def check_paths(opts: ConvertOptions) -> None:
     if opts.save_golden and not opts.force:
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
+    if opts.export is not None:
+        _check_export(opts)
     check_training_options(opts)
     opts.checked()
+
+
+def _check_export(opts: ConvertOptions) -> None:
+    fmt = opts.export or ""
+    check_target(fmt, default_path(opts.output, fmt), opts.force, "--export")
+    if EXPORTER_BACKEND[fmt] not in ("tensorflow", *opts.backends):
+        raise InputError(f"--export {fmt} exports on the {EXPORTER_BACKEND[fmt]} backend, not in --backends",
+                         hint=f"add {EXPORTER_BACKEND[fmt]} to --backends")
 
 
 def check_training_options(opts: Any) -> None:
@@ -196,7 +207,8 @@ def _new_run(opts: ConvertOptions, inp: Input, prepared: Prepared, modules: sour
               backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
               weight_bytes=4 * int(artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
               reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
-              training_config=artifact.training_config, golden_path=_golden_path(opts), output_path=opts.output)
+              training_config=artifact.training_config, golden_path=_golden_path(opts), output_path=opts.output,
+              export=target(opts.export, default_path(opts.output, opts.export)) if opts.export else None)
     return run, tol_source
 
 

@@ -34,7 +34,7 @@ def check(opts: VerifyOptions) -> None:
     if not opts.model.exists():
         raise InputError(f"{opts.model}: no such file", hint="pass the Keras 3 .keras file to verify")
     if opts.model.is_dir() or sniff(opts.model) != "zip":
-        raise InputError(f"{opts.model}: not a Keras 3 .keras archive", hint="verify takes the .keras file; "
+        raise InputError(f"{opts.model}: not a Keras 3 .keras archive", hint="pass the Keras 3 .keras file; "
                          "convert a Keras 2 .h5 with `k2to3 convert`")
     if (opts.reference is None) == (opts.golden is None):
         raise InputError("verify needs exactly one of --reference LEGACY.h5 or --golden FILE.golden.npz",
@@ -60,8 +60,10 @@ def check(opts: VerifyOptions) -> None:
     opts.checked()
 
 
-def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
-    """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert)."""
+def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None,
+           export: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert).
+    `export` (pipeline/export.py): also export it and check the exported file (checks/export.py)."""
     opts = opts.resolved()
     check(opts)
     golden = read_golden(opts.golden) if opts.golden is not None else None
@@ -70,6 +72,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
         with workers(opts, pool, golden=golden is None) as get_pool:
             run = _against_golden(opts, golden, work, progress, get_pool) if golden is not None else \
                 _against_reference(opts, work, progress, get_pool)
+            if export is not None:
+                run.export = export
+                run.report["command"] = "export"
             t0 = time.perf_counter()
             run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (imports: seconds)")
             run.pool.start(run.weight_bytes)

@@ -20,6 +20,7 @@ from k2to3.workers import (
     build,
     builders,
     checkpoints,
+    export,
     fit,
     fitnoise,
     golden,
@@ -109,7 +110,7 @@ OPS = {"build": build.op_build, "probe_builds": builders.op_probe_builds, "ckpt_
        "ckpt_bridge": checkpoints.op_ckpt_bridge,
        "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
        "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
-       **fitnoise.OPS, **held.OPS, **reference.OPS}
+       **fitnoise.OPS, **held.OPS, **reference.OPS, "export": export.op_export}
 
 
 def main() -> None:

@@ -1,0 +1,162 @@
+"""`k2to3 export` and `convert --export`: real Keras 2 fixtures converted, exported by Keras 3's own exporters and
+run by each format's own runtime (onnxruntime, the LiteRT interpreter, TensorFlow's serving signature,
+torch.export.load) in a fresh process, against the tf_keras golden. A format that cannot take a model stops with
+one line naming the op and the layer (exit 3) and writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import FIXTURES, H5
+from test_cli import k2to3, one_error_line
+from test_report_schema import _covered
+
+from k2to3.checks.format import fmt as fmt_figure
+from k2to3.core.options import ConvertOptions, ExportOptions
+from k2to3.errors import InputError
+from k2to3.pipeline.convert import convert
+from k2to3.pipeline.export import export
+from k2to3.pipeline.report import to_markdown
+
+SRC = FIXTURES / "src_models"
+# name -> (the Keras 2 file, its --src, what ONNX and LiteRT are expected to say)
+CASES = {
+    "cnn": (H5 / "fm10_conv_no_inputlayer.h5", None, "parity", "parity"),
+    "rnn": (H5 / "embedding_lstm.h5", None, "parity", "parity"),  # LiteRT: the LSTM unrolled
+    "tfop": (H5 / "tfop_everyday.h5", None, "not_portable", "parity"),  # tf2onnx leaves Log1p untranslated
+    "src_lambda": (SRC / "lambda_args.h5", FIXTURES / "src" / "k2_zoo.py", "parity", "parity"),
+    "mixed": (H5 / "fm11_mixed_precision.h5", None, "parity", "not_portable"),  # float16 MatMul: a Flex op
+    "optimizer_state": (FIXTURES / "optimizers" / "conv_bn_adam.h5", None, "parity", "parity"),
+}
+
+
+@pytest.fixture(scope="module")
+def converted(pool, tmp_path_factory) -> dict[str, tuple[Path, dict]]:
+    """Every case converted (tensorflow only: the exporters' backend) with --export onnx and --save-golden."""
+    d = tmp_path_factory.mktemp("export")
+    out = {}
+    for name, (h5, src, _, _) in CASES.items():
+        keras = d / f"{name}.keras"
+        opts = ConvertOptions(src=h5, output=keras, backends=("tensorflow",), export="onnx", save_golden=True,
+                              sources=(str(src),) if src else ())
+        out[name] = (keras, convert(opts, pool=pool))
+    return out
+
+
+def _figures_hold(e: dict) -> None:
+    """Written, within the run's tolerance on every output, and (a dynamic batch) on the first sample alone."""
+    assert e["written"] and Path(e["path"]).exists() and e["allclose"]
+    assert all(o["allclose"] and np.isfinite(o["max_abs"]) for o in e["outputs"])
+    assert e["max_abs"] == max(o["max_abs"] for o in e["outputs"])
+    if e["dynamic_batch"]:
+        assert e["batch_1"]["allclose"] and e["batch_1"]["outputs"][0]["shape"][0] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_convert_export_onnx(converted, name):
+    keras, rep = converted[name]
+    e, want = rep["export"], CASES[name][2]
+    assert e["status"] == want, e
+    onnx_path = keras.with_suffix(".onnx")
+    if want == "parity":
+        _figures_hold(e)
+        assert rep["exit_code"] == 0 and rep["verdict"] == "parity"
+        assert e["runtime"] == "onnxruntime" and e["dynamic_batch"] is True
+        onnx.checker.check_model(str(onnx_path))  # a well-formed file, not only one onnxruntime tolerates
+        assert keras.exists()
+    else:  # the op and the layer it came from, in one line; no .onnx left behind
+        assert e["error"].startswith("onnx cannot take op Log1p from Keras 2 layer tf.math.log1p (tf.math.log1p -> "
+                                     "keras.ops.log1p)"), e["error"]
+        assert rep["exit_code"] == 3 and rep["verdict"] == "not_portable" and not onnx_path.exists()
+        assert not list(keras.parent.glob(f".{onnx_path.name}*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_export_litert_against_the_golden_file(pool, converted, tmp_path, name):
+    keras, _ = converted[name]
+    h5, src, _, want = CASES[name]
+    out = tmp_path / f"{name}.tflite"
+    # a --src model is checked against its reference (the golden file holds outputs, not the Lambda's code)
+    given = {"reference": h5, "sources": (str(src),)} if src else {"golden": keras.with_suffix(".golden.npz")}
+    rep = export(ExportOptions(model=keras, format="litert", output=out, **given), pool=pool)
+    e = rep["export"]
+    assert e["status"] == want, e
+    if want == "parity":
+        _figures_hold(e)
+        assert rep["exit_code"] == 0 and e["runtime"] == "ai_edge_litert" and rep["command"] == "export"
+        assert e["unrolled"] == (["lstm"] if name == "rnn" else [])
+    else:
+        assert e["error"].startswith("litert cannot take op FlexMatMul in layer dense (Dense, mixed_float16)")
+        assert rep["exit_code"] == 3 and not out.exists() and not list(tmp_path.glob(".*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "fmt"), [("cnn", "savedmodel"), ("rnn", "savedmodel"), ("cnn", "torch"),
+                                           ("rnn", "torch")])
+def test_export_savedmodel_and_torch(pool, converted, tmp_path, name, fmt):
+    keras, _ = converted[name]
+    out = tmp_path / (f"{name}_sm" if fmt == "savedmodel" else f"{name}.pt2")
+    rep = export(ExportOptions(model=keras, format=fmt, output=out, reference=CASES[name][0]), pool=pool)
+    e = rep["export"]
+    assert (e["status"], rep["exit_code"]) == ("parity", 0), e
+    _figures_hold(e)
+    assert e["exporter_backend"] == ("torch" if fmt == "torch" else "tensorflow")
+    assert e["dynamic_batch"] is True and "batch_1" in e
+    assert (out / "saved_model.pb").exists() if fmt == "savedmodel" else out.is_file()
+    assert rep["reference"]["kind"] == "keras2-tf_keras"
+    _covered(rep)  # report.md shows the section report.json has
+    assert "## Export\n" in to_markdown(rep) and f"| 1 | 0 | {fmt_figure(e['batch_1']['max_abs'])} |" in \
+        to_markdown(rep)
+
+
+@pytest.mark.slow
+def test_export_mismatch_against_a_golden_it_does_not_match(pool, converted, tmp_path):
+    """The exported file is judged against the golden, not against itself: the CNN's golden file with its
+    reference output moved by 1e-3 (its inputs and meta as written) makes the export a mismatch, exit 1, with the
+    figure measured."""
+    keras, _ = converted["cnn"]
+    with np.load(keras.with_suffix(".golden.npz")) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["out0"] = arrays["out0"] + np.float32(1e-3)
+    moved = tmp_path / "moved.golden.npz"
+    np.savez(moved, **arrays)
+    rep = export(ExportOptions(model=keras, format="onnx", output=tmp_path / "m.onnx", golden=moved), pool=pool)
+    e = rep["export"]
+    assert e["status"] == "mismatch" and rep["exit_code"] == 1 and rep["verdict"] == "mismatch"
+    assert 0.9e-3 < e["max_abs"] < 1.1e-3 and not e["allclose"]
+
+
+def test_export_usage_errors_are_one_line_before_any_work(tmp_path):
+    model = tmp_path / "m.keras"
+    model.write_bytes((FIXTURES / "verify" / "plain_cnn.naive.keras").read_bytes())
+    taken = tmp_path / "m.onnx"
+    taken.write_text("x")
+    r = k2to3("export", str(model), "--format", "onnx", "-o", str(taken), "--golden", str(tmp_path / "g.npz"))
+    assert r.returncode == 2 and "exists" in one_error_line(r) and "--force" in one_error_line(r)
+    r = k2to3("export", str(model), "--format", "tflite2", "-o", str(tmp_path / "m.x"), "--golden", "g.npz")
+    assert r.returncode == 2 and "unknown format" in one_error_line(r)
+    r = k2to3("export", str(model), "--format", "torch", "-o", str(tmp_path / "m.pt"), "--golden", "g.npz")
+    assert r.returncode == 2 and ".pt2" in one_error_line(r)
+    r = k2to3("export", str(model), "--format", "onnx", "-o", str(tmp_path / "n.onnx"))
+    assert r.returncode == 2 and "--reference" in one_error_line(r)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.keras", "m.onnx"]
+    with pytest.raises(InputError, match="--backends"):
+        convert(ConvertOptions(src=H5 / "embedding_lstm.h5", output=tmp_path / "x.keras", export="torch",
+                               backends=("tensorflow",)))
+
+
+@pytest.mark.slow
+def test_cli_stop_is_one_line_exit_3_and_nothing_written(converted, tmp_path):
+    keras, _ = converted["tfop"]
+    out = tmp_path / "m.onnx"
+    r = k2to3("export", str(keras), "--format", "onnx", "-o", str(out), "--reference", str(CASES["tfop"][0]))
+    assert r.returncode == 3 and "Traceback" not in r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if "cannot take op" in ln]
+    assert len(lines) == 1 and "onnx cannot take op Log1p from Keras 2 layer tf.math.log1p" in lines[0], r.stdout
+    assert "nothing exported" in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx.report"]  # the report, no partial file
