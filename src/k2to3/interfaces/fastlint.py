@@ -63,7 +63,7 @@ def run(args: list[str]) -> int | None:
         text, code = lint(paths, **opts)  # type: ignore[arg-type]
     except K2to3Error as exc:
         line = exc.line()
-        if not (_plain_stderr() and line.isascii() and not _RICH_CHANGES.search(line)):
+        if not (_plain_stderr() and not _RICH_CHANGES.search(line)):
             return None
         sys.stderr.write(f"error: {line}\n")
         return int(exc.code)

@@ -33,7 +33,7 @@ def map_items(fn: Callable[[T], R], items: Sequence[T], jobs: int = 0, min_items
     jobs = jobs or workers()
     if jobs < 2 or len(items) < min_items or not _can_fork():
         return [fn(x) for x in items]
-    size = max(CHUNK, -(-len(items) // 8192))  # the chunk numbers fit in the pipe before anyone reads
+    size = max(CHUNK, -(-len(items) // 4096))  # the chunk numbers (16 KB) fit in a pipe before anyone reads
     chunks = [range(i, min(i + size, len(items))) for i in range(0, len(items), size)]
     tasks_r, tasks_w = os.pipe()
     os.write(tasks_w, b"".join(i.to_bytes(_INT, "little") for i in range(len(chunks))))
@@ -63,6 +63,8 @@ def _claim(fn: Callable[[T], R], items: Sequence[T], chunks: list[range], tasks:
 
 
 def _fork(fn: Callable[[T], R], items: Sequence[T], chunks: list[range], tasks: int) -> tuple[int, int]:
+    import pickle  # before the fork: a child imports nothing (another thread may hold the import lock)
+
     r, w = os.pipe()
     pid = os.fork()
     if pid:
@@ -70,8 +72,6 @@ def _fork(fn: Callable[[T], R], items: Sequence[T], chunks: list[range], tasks: 
         return pid, r
     code = 1  # the child: claim chunks, send the results, and leave without running the parent's exit handlers
     try:
-        import pickle
-
         os.close(r)
         data = pickle.dumps(_claim(fn, items, chunks, tasks), pickle.HIGHEST_PROTOCOL)
         with os.fdopen(w, "wb") as fh:
@@ -83,13 +83,13 @@ def _fork(fn: Callable[[T], R], items: Sequence[T], chunks: list[range], tasks: 
 
 
 def _collect(pid: int, fd: int) -> dict[int, Any]:
+    import pickle
+
     with os.fdopen(fd, "rb") as fh:
         data = fh.read()
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return {}
-    import pickle
-
     try:
         return pickle.loads(data)
     except Exception:  # a child killed mid-write: its chunks are redone
