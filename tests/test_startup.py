@@ -65,6 +65,12 @@ def tree(tmp_path_factory) -> Path:
     cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
             "source": ["%matplotlib inline\n", "import tensorflow as tf\n", "y = tf.reduce_mean(x, 1)\n"]}
     (d / "nb.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    configs = {"configured": 'select = ["K2T2"]\nexclude = ["*skip*"]', "misconfigured": 'ignore = ["K2T9"]'}
+    for name, conf in configs.items():
+        (d / name).mkdir()
+        (d / name / "pyproject.toml").write_text(f"[tool.k2to3]\n{conf}\n")
+        shutil.copy(FIXTURES / "src" / "k2_zoo.py", d / name / "model.py")
+        shutil.copy(FIXTURES / "src" / "k2_zoo.py", d / name / "skip_me.py")
     return d
 
 
@@ -89,6 +95,9 @@ LINT_ARGS = [
     ["--format", "xml", "."],
     ["missing.py"],
     ["--select", ""],
+    ["configured"],  # [tool.k2to3] select and exclude
+    ["configured/model.py", "--format", "json"],
+    ["misconfigured"],  # an unknown code in [tool.k2to3]: exit 2, naming the file
     # left to the full command line: a repeated option, an unknown one, `--`, --help, a missing value
     ["--select", "K2T1", "--select", "K2T2", "."],
     ["--frobnicate", "."],
@@ -109,7 +118,7 @@ def test_fast_lint_prints_what_the_full_cli_prints(args, env, tree):
 
 def test_the_combinations_cover_every_outcome(env, tree):
     """The cases above are worth comparing: findings, clean, errors, and each output format."""
-    codes = {tuple(a): run(FAST, ["lint", *a], env, tree).returncode for a in LINT_ARGS[:16]}
+    codes = {tuple(a): run(FAST, ["lint", *a], env, tree).returncode for a in LINT_ARGS[:19]}
     assert set(codes.values()) == {0, 1, 2}
     unknown = run(FAST, ["lint", "--select", "K2T9999", "."], env, tree)
     assert unknown.stderr.decode().count("\n") == 1 and b"K2T9999: no lint rule" in unknown.stderr
