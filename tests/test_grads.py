@@ -105,7 +105,8 @@ def test_grads_mobilenetv2(pool, mobilenetv2, tmp_path):
     assert any("BatchNormalization in training mode" in n for n in t["notes"])
     if t["verdict"] == "mismatch":
         assert t["reference"]["sensitivity"]["max_rel_l2"] > 0.01 and any("ill-conditioned" in n for n in t["notes"])
-        assert train["exit_code"] == 1
+        # explained by tf_keras's own conditioning on every variable: said, not failed (exit 0)
+        assert train["exit_code"] == (0 if t["numeric_verdict"] == "within_reference_sensitivity" else 1)
 
 
 @pytest.mark.slow
@@ -140,11 +141,12 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
     for b, v in a["backends"].items():
         assert v["max_rel_l2"] < 1e-5 and g["backends"][b]["max_rel_l2"] < 1e-5
     # a mismatch of the training step's gradients (here forced by a tolerance below float32 rounding) gets
-    # tf_keras's input-sensitivity probe of the same step
+    # tf_keras's input-sensitivity probe of the same step; float32 rounding is within it: said, exit 0
     strict = verify(VerifyOptions(model=out, reference=VERIFY / "lstm_dropout.h5", grads=True, grad_rtol=1e-12,
                                   grad_atol=1e-30), pool=pool)
     s = strict["gradients"]
-    assert s["from"] == "training step" and s["verdict"] == "mismatch" and strict["exit_code"] == 1
+    assert s["from"] == "training step" and s["verdict"] == "mismatch"
+    assert s["numeric_verdict"] == "within_reference_sensitivity" and strict["exit_code"] == 0
     sens = s["reference"]["sensitivity"]
     # the same function on the same batch as the standalone probe (no regularisation losses here): the same figure
     assert 0 < sens["max_rel_l2"] < 1e-3
@@ -215,3 +217,31 @@ def test_torch_oneDNN_crash_is_retried_without_it(pool, tmp_path):
 
     with_args(lambda w: w.call("fit", a=1), onednn=False)(Fake())
     assert seen == [("fit", {"a": 1, "onednn": False})]
+
+
+@pytest.mark.slow
+def test_a_real_gradient_error_is_beyond_the_reference_sensitivity(pool, tmp_path):
+    """A `.keras` whose Dense lost nothing in the forward pass but gained an L2 kernel regularizer (what a
+    conversion that misplaced a regularizer would write): the outputs match, the training step's gradients do not,
+    far beyond tf_keras's own sensitivity: a mismatch, exit 1, on every backend."""
+    import zipfile
+
+    out = tmp_path / "lstm.keras"
+    assert convert(Options(src=VERIFY / "lstm_dropout.h5", output=out), pool=pool)["exit_code"] == 0
+    bad = tmp_path / "regularized.keras"
+    with zipfile.ZipFile(out) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename == "config.json":
+                cfg = json.loads(data)
+                probs = next(la for la in cfg["config"]["layers"] if la["config"]["name"] == "probs")
+                probs["config"]["kernel_regularizer"] = {"module": "keras.regularizers", "class_name": "L2",
+                                                         "config": {"l2": 0.5}, "registered_name": None}
+                data = json.dumps(cfg).encode()
+            zout.writestr(item, data)
+    report = verify(VerifyOptions(model=bad, reference=VERIFY / "lstm_dropout.h5", grads=True), pool=pool)
+    g = report["gradients"]
+    assert report["backends"]["torch"]["status"] == "parity"  # the forward pass is unchanged
+    assert g["verdict"] == "mismatch" and g["numeric_verdict"] == "mismatch" and report["exit_code"] == 1
+    for v in g["backends"].values():
+        assert v["first_divergent_variable"] == "probs/kernel" or "probs" in v["top_divergent"][0]["variable"]

@@ -111,7 +111,9 @@ def _reference(run: Run, fut_golden: Future) -> list[np.ndarray] | None:
         return None
     run.report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"],
                                "from": run.reference_origin}
-    run.progress("Keras 2 golden output computed with tf_keras")
+    nhwc = g.get("nhwc_layers") or []
+    run.progress("Keras 2 golden output computed with tf_keras" + (
+        f" ({len(nhwc)} channels_first layers run transposed to NHWC: no CPU kernel)" if nhwc else ""))
     return run.load("golden")
 
 

@@ -91,6 +91,15 @@ def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, a
     return [compare_arrays(g, r, rtol, atol, i) for i, (g, r) in enumerate(zip(got, ref))]
 
 
+def _reference_name(name: str, to_ref_name: dict[str, str]) -> str:
+    """A probe name `layer[@call][#output]` with the layer part renamed to the reference's."""
+    base, hash_, output = name.partition("#")
+    layer, at, call = base.rpartition("@")
+    if not (at and call.isdigit()):
+        layer, at, call = base, "", ""
+    return to_ref_name.get(layer, layer) + at + call + hash_ + output
+
+
 def first_divergent_layer(
     order: list[str],
     got: dict[str, np.ndarray],
@@ -103,8 +112,7 @@ def first_divergent_layer(
     rows: list[dict[str, Any]] = []
     first = None
     for name in order:
-        ref_name = to_ref_name.get(name.split("#")[0], name.split("#")[0]) + (
-            "#" + name.split("#")[1] if "#" in name else "")
+        ref_name = _reference_name(name, to_ref_name)
         if name not in got or ref_name not in ref:
             continue
         s = compare_arrays(got[name], ref[ref_name], rtol, atol)

@@ -69,6 +69,11 @@ class CheckOptions:
                         "function of a weights-only file.",
              "verify": "Python source of the model's Lambda functions / custom objects (as for convert)."},
         group=SOURCE, flags=("--src",), cli="list")
+    build_args: str | None = option(
+        None, "Arguments of the build function a weights-only file or TF checkpoint is built with, as Python "
+        "literals in call syntax: \"model_capacity='tiny'\" or \"'tiny', dropout=0.0\" (parsed with "
+        "ast.literal_eval, never run) [default: the values the --src files themselves pass, matched to the "
+        "file's weights]", group=SOURCE, commands=("convert",))
     trust_bytecode: bool = option(
         False, "Allow unmarshalling the file's Lambda bytecode: to show what it references and, if this Python wrote "
         "it, to compute the Keras 2 reference from it. Only for files you trust.", group=SOURCE,

@@ -2,7 +2,9 @@
 
 Schema-light: the types of the keys k2to3 reads (class_name, config, layers, name, inbound_nodes,
 input_layers, output_layers), that every referenced layer exists, no duplicate layer names in one model and no
-cycle in the graph. problems() lists one precise line per problem; check_model_config raises the first.
+cycle in the graph of nodes: a node is one call of a layer, (layer, node_index), so a layer shared at several
+depths (called again on a tensor computed from its own first output) is a graph Keras 2 built, not a cycle.
+problems() lists one precise line per problem; check_model_config raises the first.
 """
 
 from __future__ import annotations
@@ -30,6 +32,31 @@ def _history_names(node: Any) -> list[Any]:
     if node and isinstance(node[0], str):  # TFOpLambda writes a single call as [name, node_index, tensor_index, kw]
         return [node[0]]
     return [ref[0] if isinstance(ref, list) and ref else ref for ref in node]
+
+
+def _node_refs(data: Any) -> list[tuple[str, int]]:
+    """(layer, node_index) of every [name, node_index, tensor_index(, kwargs)] in a node, call kwargs included
+    (tensors passed as initial_state or mask are inputs of the call too)."""
+    if isinstance(data, list) and len(data) in (3, 4) and isinstance(data[0], str) and type(data[1]) is int:
+        return [(data[0], data[1]), *(_node_refs(data[3]) if len(data) == 4 else [])]
+    if isinstance(data, list):
+        return [r for x in data for r in _node_refs(x)]
+    if isinstance(data, dict):
+        return [r for x in data.values() for r in _node_refs(x)]
+    return []
+
+
+def _node_graph(inbound: dict[str, list[Any]], nested: set[str]) -> dict[tuple[str, int], list[tuple[str, int]]]:
+    """Node (layer, k) -> the nodes its k-th call reads. Keras 2 numbers a nested model's calls from 1 when it
+    has an internal node 0: a reference past such a layer's node count says so (as upgrade/graph.py reads it)."""
+    calls = {name: [[] if isinstance(n, dict) else _node_refs(n) for n in nodes] for name, nodes in inbound.items()}
+    offset = {name: 0 for name in calls}
+    for refs in calls.values():
+        for name, idx in (r for node in refs for r in node):
+            if name in nested and 0 < len(calls[name]) <= idx:
+                offset[name] = 1
+    return {(name, k): [(r, i - offset[r]) for r, i in node if r in calls]
+            for name, refs in calls.items() for k, node in enumerate(refs)}
 
 
 def _refs(where: str, value: Any) -> tuple[list[str], list[str]]:
@@ -96,6 +123,8 @@ def _model(where: str, cls: str, cfg: dict[str, Any], depth: int, out: list[str]
         return
     names: dict[str, int] = {}
     graph: dict[str, list[str]] = {}
+    inbound: dict[str, list[Any]] = {}
+    nested: set[str] = set()
     functional = cls != "Sequential"
     for i, lay in enumerate(layers):
         n = len(out)
@@ -120,6 +149,9 @@ def _model(where: str, cls: str, cfg: dict[str, Any], depth: int, out: list[str]
                 out.append(f"{where}.layers[{i}] ({name}).inbound_nodes is a {_type(nodes)}, not an array")
                 continue
             graph[name] = [r for node in nodes for r in _history_names(node)]
+            inbound[name] = nodes
+            if isinstance(cfg_i.get("layers"), list):
+                nested.add(name)
             refs = [r for node in nodes if isinstance(node, list)
                     for r in ([node] if node and isinstance(node[0], str) else node)]
             if any(isinstance(r, list) and len(r) == 4 and not isinstance(r[3], dict) for r in refs):
@@ -139,25 +171,26 @@ def _model(where: str, cls: str, cfg: dict[str, Any], depth: int, out: list[str]
         refs, bad = _refs(f"{where}.{key}", cfg[key])
         out.extend(bad)
         out.extend(f"{where}.{key} names {r!r}, which is not a layer of this model" for r in refs if r not in names)
-    cycle = _cycle(graph)
+    cycle = _cycle(_node_graph(inbound, nested))
     if cycle:
-        out.append(f"{where}: the layer graph has a cycle ({' -> '.join(cycle)})")
+        path = " -> ".join(f"{n}[{i}]" for n, i in cycle)
+        out.append(f"{where}: the graph of layer calls has a cycle ({path}; layer[node_index] reads the next)")
 
 
-def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
-    """A cycle as a path of names, or None (iterative DFS: configs can be deep)."""
-    state: dict[str, int] = {}
+def _cycle(graph: dict[Any, list[Any]]) -> list[Any] | None:
+    """A cycle as a path of nodes, or None (iterative DFS: configs can be deep)."""
+    state: dict[Any, int] = {}
     for start in graph:
         if start in state:
             continue
-        path: list[str] = []
-        stack: list[tuple[str, int]] = [(start, 0)]
+        path: list[Any] = []
+        stack: list[tuple[Any, int]] = [(start, 0)]
         while stack:
             node, i = stack.pop()
             if i == 0:
                 state[node] = 1
                 path.append(node)
-            deps = [d for d in graph.get(node, []) if isinstance(d, str) and d in graph]
+            deps = [d for d in graph.get(node, []) if d in graph]
             if i < len(deps):
                 stack.append((node, i + 1))
                 d = deps[i]

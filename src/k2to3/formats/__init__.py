@@ -20,7 +20,7 @@ from typing import Any
 
 from k2to3.core.findings import Finding
 from k2to3.core.rules import builtin_code
-from k2to3.formats import multigpu, pairs
+from k2to3.formats import checkpoint, multigpu, pairs
 from k2to3.formats.artifact import LegacyArtifact, memo_reads, read_artifact, read_keras_config, sniff
 from k2to3.formats.optimizer_state import static_status
 
@@ -64,6 +64,9 @@ class Input:
 def open_input(src: Path, work: Path, config: Path | None = None, weights_only_ok: bool = False) -> Input:
     """Detect the format of `src` and read it (an archive: detected only, see `bridged`). `weights_only_ok`: a
     save_weights file is built by a --src function, so it is not looked at as a pair or a multi-GPU save."""
+    prefix = checkpoint.prefix_of(src)
+    if prefix is not None:  # read in the tensorflow worker (pipeline/checkpoints.py), then `bridged`
+        return Input(src, "tf_checkpoint", prefix)
     kind = sniff(src)
     if kind in ARCHIVES:
         return Input(src, kind, src)

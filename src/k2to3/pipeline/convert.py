@@ -23,10 +23,13 @@ from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
-from k2to3.pipeline import reference
+from k2to3.formats.checkpoint import prefix_of as checkpoint_prefix
+from k2to3.formats.pairs import find_config, is_weights_only
+from k2to3.pipeline import builders, reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.bridge import bridge
+from k2to3.pipeline.checkpoints import bridge_checkpoint, needs_no_source
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool, WorkerError
@@ -35,7 +38,7 @@ from k2to3.workers.pool import Pool, WorkerError
 def check_paths(opts: ConvertOptions) -> None:
     """Every problem with the paths and options, before any work."""
     src, out = opts.src, opts.output
-    if not src.exists():
+    if not src.exists() and checkpoint_prefix(src) is None:
         raise InputError(f"{src}: no such file", hint="check the path")
     if out.suffix != ".keras":
         raise InputError(f"{out}: the output must end in .keras", hint="e.g. -o model.keras")
@@ -119,7 +122,7 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
     to convert many models without paying the backend imports again."""
     opts = opts.resolved()
     check_paths(opts)
-    sources = sources_mod.read_sources(opts.sources)
+    sources = sources_mod.read_sources(opts.sources, opts.build_args)
     if sources.files:
         progress(f"read {len(sources.files)} source file(s): definitions only, nothing is run")
     work = Path(tempfile.mkdtemp(prefix="k2to3-"))
@@ -127,9 +130,14 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
     partial_module = partial.with_suffix(".py")
     try:
         with workers(opts, pool) as get_pool:
-            inp = open_input(opts.src, work, opts.config, weights_only_ok=sources.build_fn is not None)
-            if inp.needs_bridge:
+            inp = open_input(opts.src, work, opts.config, weights_only_ok=_weights_only_ok(opts, sources))
+            if inp.kind == "tf_checkpoint":
+                inp = bridge_checkpoint(inp, sources, opts.output, work, get_pool, progress)
+                if needs_no_source(inp):  # a plain model now: tf_keras's reference is the file and its optimizer
+                    sources = sources_mod.Sources([], None, None)
+            elif inp.needs_bridge:
                 inp = bridge(inp, sources, opts.output, work, get_pool, progress)
+            _choose_build(inp, sources, opts, work, get_pool, progress)
             prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
             plan, resolution = prepared.plan, prepared.resolution
             report = report_mod.base(opts.src, inp, plan)
@@ -139,8 +147,8 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
                 errors = resolution.errors if resolution is not None and resolution.errors else plan.errors
                 raise report_mod.NotPortableReport(not_portable_line(errors), report)
             modules = sources_mod.write_modules(resolution, work, partial_module) if resolution else None
-            run, tol_source = _new_run(opts, inp, prepared, modules, sources.build_fn, report, work, get_pool(),
-                                       progress, partial)
+            run, tol_source = _new_run(opts, inp, prepared, modules, sources, report, work, get_pool(), progress,
+                                       partial)
             started = time.perf_counter()
             _build(run, inp.pair, run.golden_args.get("build_fn"), tol_source)
             run_checks(run, VERIFY_STAGES)
@@ -156,13 +164,33 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _weights_only_ok(opts: ConvertOptions, sources: sources_mod.Sources) -> bool:
+    """A save_weights file is built by a --src function: named, or searched for when no config sits beside it."""
+    if sources.build_fn is not None:
+        return True
+    return bool(sources.files) and opts.config is None and is_weights_only(opts.src) and find_config(opts.src) is None
+
+
+def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions, work: Path, get_pool: Any,
+                  progress: Progress) -> None:
+    """A weights-only file without its build function (or its arguments): found in the --src files."""
+    if inp.artifact is None or not builders.needs_search(sources, inp.artifact):
+        return
+    chosen = builders.choose(sources, builders.weight_groups(inp.artifact), inp.path, opts.output, work, get_pool,
+                             progress)
+    sources.build_fn, sources.build_args, sources.match = chosen.fn, chosen.build_args, chosen.match
+    if chosen.match:
+        progress(chosen.match["summary"])
+
+
 def _new_run(opts: ConvertOptions, inp: Input, prepared: Prepared, modules: sources_mod.Modules | None,
-             build_fn: str | None, report: dict[str, Any], work: Path, pool: Pool, progress: Progress,
+             sources: sources_mod.Sources, report: dict[str, Any], work: Path, pool: Pool, progress: Progress,
              partial: Path) -> tuple[Run, str]:
     """The run the checks see: the partial .keras against the Keras 2 reference as tf_keras computes it."""
     plan, artifact = prepared.plan, inp.artifact
     assert artifact is not None
-    args = reference.golden_args(work, inp, plan, prepared.resolution, modules, build_fn, opts.trust_bytecode)
+    args = reference.golden_args(work, inp, plan, prepared.resolution, modules, sources.build_fn,
+                                 opts.trust_bytecode, sources.build_args)
     rtol, atol, tol_source = tolerances(opts, plan)
     run = Run(options=opts, pool=pool, work=work, progress=progress, keras=partial, report=report, plan=plan,
               backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
@@ -189,7 +217,8 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     run.pool.start(run.weight_bytes)
     try:
         build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),
-                                                out=str(run.keras), modules=run.modules, build_fn=build_fn)
+                                                out=str(run.keras), modules=run.modules, build_fn=build_fn,
+                                                build_args=run.golden_args.get("build_args"))
     except WorkerError as exc:
         raise _as_user_error(exc) from None
     run.pool.learn("tensorflow", run.weight_bytes)

@@ -21,7 +21,8 @@ KERAS1_CONFIG = "golden_keras1_config.json"
 
 
 def golden_args(work: Path, inp: Input, plan: Plan, resolution: Resolution | None,
-                modules: sources_mod.Modules | None, build_fn: str | None, trust_bytecode: bool) -> dict[str, Any]:
+                modules: sources_mod.Modules | None, build_fn: str | None, trust_bytecode: bool,
+                build_args: dict[str, Any] | None = None) -> dict[str, Any]:
     artifact = inp.artifact
     assert artifact is not None
     args: dict[str, Any] = {}
@@ -31,6 +32,7 @@ def golden_args(work: Path, inp: Input, plan: Plan, resolution: Resolution | Non
         args = {"k2_module": str(modules.k2), "trust_bytecode": trusted}
         if build_fn and artifact.model_config is None:  # weights-only: the build function makes the model
             args["build_fn"] = build_fn
+            args["build_args"] = build_args
         else:
             args["golden_config"] = str(sources_mod.golden_config(resolution, artifact.model_config or {}, work))
     if plan.weight_transforms and artifact.model_config is not None:

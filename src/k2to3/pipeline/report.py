@@ -17,8 +17,9 @@ from k2to3.checks.registry import CHECKS
 from k2to3.core import ruledocs
 from k2to3.core.writable import write_atomic
 from k2to3.errors import InputError, NotPortable
-from k2to3.formats import Input
+from k2to3.formats import Input, checkpoint
 from k2to3.formats.artifact import file_sha256
+from k2to3.source.buildargs import cli_text
 from k2to3.upgrade.plan import Plan
 from k2to3.version import __version__
 
@@ -38,7 +39,8 @@ def base(src: Path, inp: Input, plan: Plan | None) -> dict[str, Any]:
         "created": now(),
         "input": {
             "path": str(src),
-            "sha256": file_sha256(src),
+            "sha256": checkpoint.sha256(Path(inp.bridged["checkpoint"]["prefix"])) if inp.kind == "tf_checkpoint"
+            else file_sha256(src),
             "keras_version": artifact.keras_version,
             "saved_backend": artifact.backend,
             "n_weight_tensors": artifact.n_tensors,
@@ -81,6 +83,13 @@ def _header(report: dict[str, Any]) -> list[str]:
         else "no parameter count"
     lines.append(f"- **Input:** `{inp['path']}` ({inp.get('format', 'HDF5')}, Keras {inp.get('keras_version')}, "
                  f"{params}, sha256 `{inp['sha256'][:16]}…`)")
+    ck = inp.get("checkpoint")
+    if ck:
+        lines.append(f"- **Checkpoint:** {ck['weight_groups']} weight groups loaded into `{ck['built_by']}`"
+                     + (f" ({ck['match']['summary']})" if ck.get("match") else "")
+                     + f"; {ck['optimizer_values']} optimizer values, {ck['optimizer_variables_restored']} "
+                     f"{ck['optimizer'] or 'optimizer'} variables restored (iterations {ck['iterations']}); "
+                     f"declared {ck['declared_bytes']} bytes in {ck['data_bytes']} of data")
     out = report.get("output")
     if out:
         lines.append(f"- **Output:** `{out['path']}` (sha256 `{out['sha256'][:16]}…`"
@@ -121,7 +130,10 @@ def _source(report: dict[str, Any]) -> list[str]:
         return []
     return [f"Generated module: `{src['module']}` (package `{src['package']}`), from "
             f"{', '.join(f'`{f}`' for f in src['files'])}"
-            + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "") + ".", "",
+            + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "")
+            + (f" called with `{cli_text(src['build_args'])}`" if src.get("build_args") else "") + ".", "",
+            *([f"Build matched to the file: {src['match']['summary']} ({src['match']['source']}).", ""]
+              if src.get("match") else []),
             "| object | kind | source | layers |", "|---|---|---|---|",
             *[f"| `{o['name']}` | {o['kind']} | {o['source']} | {', '.join(o['layers'])} |" for o in src["objects"]]]
 

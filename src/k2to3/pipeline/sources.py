@@ -10,6 +10,7 @@ from typing import Any
 
 from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
+from k2to3.source.buildargs import parse_build_args
 from k2to3.source.extract import SourceIndex, index_sources
 from k2to3.source.files import SKIP_DIRS
 from k2to3.source.resolution import Resolution
@@ -21,6 +22,8 @@ class Sources:
     files: list[Path]
     build_fn: str | None
     index: SourceIndex | None
+    build_args: dict[str, Any] | None = None  # --build-args, or the values matched to a weights-only file
+    match: dict[str, Any] | None = None  # how the build function and its arguments were matched to the file
 
 
 def has_fn(spec: str) -> bool:
@@ -57,12 +60,15 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
     return files, build_fn
 
 
-def read_sources(specs: tuple[str, ...]) -> Sources:
+def read_sources(specs: tuple[str, ...], build_args: str | None = None) -> Sources:
     """Parse and index the --src files. Files named one by one must parse; files found under a --src directory
     may be skipped with a note."""
     files, build_fn = parse_sources(specs)
+    args = parse_build_args(build_args)
+    if args is not None and not files:
+        raise InputError("--build-args applies to a build function from --src", hint="add --src FILE.py:FUNCTION")
     index = index_sources(files, skip_bad=any(Path(s).is_dir() for s in specs)) if files else None
-    return Sources(files, build_fn, index)
+    return Sources(files, build_fn, index, args)
 
 
 def module_path(output: Path) -> Path:
@@ -84,7 +90,8 @@ def report_section(sources: Sources, resolution: Resolution | None, output: Path
     if resolution is None:
         return None
     return {"files": [str(f) for f in sources.files], "build_fn": sources.build_fn, "module": str(module_path(output)),
-            "package": resolution.package, "objects": resolution.objects}
+            "package": resolution.package, "objects": resolution.objects, "build_args": sources.build_args,
+            "match": sources.match}
 
 
 @dataclass

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from k2to3.core import rules as rules_mod
 from k2to3.upgrade import values
 from k2to3.upgrade.activations import activation
+from k2to3.upgrade.bidirectional import backward_half
 from k2to3.upgrade.cudnn import CUDNN
 from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
@@ -74,6 +75,8 @@ def layer_config(
             cfg[key] = inner_layer(up, inner, layer)
     if class_name == "StackedRNNCells" and isinstance(cfg.get("cells"), list):
         cfg["cells"] = [inner_layer(up, c, layer) for c in cfg["cells"]]
+    if class_name == "Bidirectional":  # K2T435, on the upgraded inner configs
+        cfg = backward_half(up, cfg, layer)
     return cfg, class_name, registered
 
 

@@ -26,9 +26,10 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
     with open(req["plan"]) as fh:
         plan = json.load(fh)
     artifact = read_artifact(req["h5"], weights_only_ok=bool(req.get("build_fn")))
+    skipped: list[str] = []  # the build function's own load_weights calls
     with constant_initializers(keras):  # every variable is then restored, and the ledger proves it
         if req.get("build_fn"):
-            model = _call_build_fn(keras, req)
+            model = _call_build_fn(keras, req, skipped)
             plan["renames"] = _renames_by_order(model, artifact)
         else:
             model = build_model(plan)
@@ -41,7 +42,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
             f"unassigned in file: {ledger.unassigned_file_tensors[:3]}, unrestored in model: "
             f"{ledger.unrestored_variables[:3]}", hint="report it to k2to3 with the file",
         )
-    warnings = []
+    warnings = [f"the build function's own load_weights({p!r}) was skipped: the converted file's weights are restored"
+                for p in skipped]
     if plan.get("compile"):
         warnings.extend(_compile(keras, model, plan["compile"]))
     optimizer = None
@@ -78,13 +80,12 @@ def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
                              "layer; give it name= in the source or pass --src FILE:FUNCTION")
 
 
-def _call_build_fn(keras: Any, req: dict[str, Any]) -> Any:
+def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
+    from k2to3.workers.builders import call_build
+
     module = sys.modules[os.path.splitext(os.path.basename(req["modules"][0]))[0]]
-    model = getattr(module, req["build_fn"])()
-    if not isinstance(model, keras.Model):
-        raise K2to3Error(f"{req['build_fn']}() returned {type(model).__name__}, not a keras Model",
-                         hint="pass a function that builds and returns the model")
-    return model
+    return call_build(getattr(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
+                      skipped)
 
 
 def _renames_by_order(model: Any, artifact: Any) -> dict[str, str]:

@@ -16,7 +16,20 @@ import traceback
 from typing import Any
 
 from k2to3.errors import K2to3Error
-from k2to3.workers import build, fit, fitnoise, golden, grads, held, memory, reference, reruns, verify
+from k2to3.workers import (
+    build,
+    builders,
+    checkpoints,
+    fit,
+    fitnoise,
+    golden,
+    grads,
+    held,
+    memory,
+    reference,
+    reruns,
+    verify,
+)
 from k2to3.workers.runtime import keras3
 
 
@@ -83,61 +96,6 @@ def _cpu_fingerprint() -> str:
     return f"{platform.machine()}-{hashlib.blake2b(flags.encode(), digest_size=6).hexdigest()}"
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
@@ -147,7 +105,9 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-OPS = {"build": build.op_build, "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
+OPS = {"build": build.op_build, "probe_builds": builders.op_probe_builds, "ckpt_groups": checkpoints.op_ckpt_groups,
+       "ckpt_bridge": checkpoints.op_ckpt_bridge,
+       "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
        "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
        **fitnoise.OPS, **held.OPS, **reference.OPS}
 

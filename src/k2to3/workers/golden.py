@@ -13,7 +13,7 @@ import numpy as np
 
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.errors import K2to3Error
-from k2to3.workers import lean
+from k2to3.workers import lean, nhwc
 from k2to3.workers.runtime import import_module, load_inputs, model_input, probe_layers, save_arrays, tf_flatten
 
 
@@ -57,7 +57,9 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
 
     objects["K2to3GoldenLambda"] = K2to3GoldenLambda
     if req.get("build_fn"):
-        model = objects[req["build_fn"]]()
+        from k2to3.workers.builders import call_build
+
+        model = call_build(objects[req["build_fn"]], req["build_fn"], req.get("build_args"), tf_keras.Model)
         model.load_weights(req["h5"])
         return model
     if req.get("trust_bytecode"):
@@ -129,11 +131,15 @@ def op_golden(req: dict[str, Any]) -> dict[str, Any]:
     model = golden_model(tf_keras, req)
     if req.get("theano_kernels"):
         flip_theano_kernels(model)
+    transposed = nhwc.nhwc_layers(model)
+    if transposed:  # channels_first layers tf_keras has no CPU kernel for: run them transposed (nhwc.py)
+        model = nhwc.nhwc_copy(tf_keras, model)
     t_load = time.perf_counter() - t0
     xs = load_inputs(req["inputs"])
     outs = [np.asarray(t) for t in tf_flatten(model(model_input(xs), training=False))]
     save_arrays(req["out"], outs)
-    reply: dict[str, Any] = {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs)}
+    reply: dict[str, Any] = {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs),
+                             "nhwc_layers": transposed}
     if req.get("layers"):
         names, tensors = probe_layers(model, tf_keras.layers.InputLayer, tf_flatten)
         arrays: list[np.ndarray] = []

@@ -47,7 +47,8 @@ def unfuse_batchnorm(model: Any) -> list[str]:
 
 def model_key(req: dict[str, Any]) -> tuple[Any, ...]:
     """What makes two requests load the same reference model (workers/held.py, slot "golden")."""
-    return tuple(str(req.get(k)) for k in ("h5", "loss", "trust_bytecode", "golden_config", "build_fn"))
+    return tuple(str(req.get(k)) for k in ("h5", "loss", "trust_bytecode", "golden_config", "build_fn",
+                                               "build_args"))
 
 
 def op_golden_reference(req: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +154,7 @@ def step_state(model: Any, inner: Any) -> list[Any]:
 def reference_key(req: dict[str, Any]) -> tuple[Any, ...]:
     """What makes two requests the same reference before the steps (workers/held.py)."""
     return tuple(str(req.get(k)) for k in ("h5", "inputs", "targets", "steps", "loss", "trust_bytecode",
-                                           "golden_config", "build_fn"))
+                                           "golden_config", "build_fn", "build_args"))
 
 
 def optimizer_variables(opt: Any) -> list[Any]:

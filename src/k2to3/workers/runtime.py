@@ -67,29 +67,64 @@ def flat_numpy(keras: Any, out: Any) -> list[np.ndarray]:
 
 
 def probe_layers(model: Any, input_cls: type, flatten: Any) -> tuple[list[str], list[Any]]:
-    """Symbolic outputs of every layer called exactly once, in the model's topological order (Keras 3 and
-    tf_keras alike: `flatten` is keras.tree.flatten or tf.nest.flatten)."""
+    """Symbolic outputs of every call of the model's layers, in a topological order of the calls (Keras 3 and
+    tf_keras alike: `flatten` is keras.tree.flatten or tf.nest.flatten). A layer called at several depths (a
+    shared layer applied to a tensor computed from its own output) has one entry per call: `name` for its
+    first call in this model, `name@k` for the k-th after it (call order, the same in both frameworks)."""
+    graph = model if hasattr(model, "_nodes_by_depth") else getattr(model, "_functional", None)
+    if graph is None:
+        return [], []
+    position = {id(layer): i for i, layer in enumerate(model.layers) if not isinstance(layer, input_cls)}
+    nodes = [n for depth in graph._nodes_by_depth.values() for n in depth]
+    own = {id(n) for n in nodes}
+
+    def op(n: Any) -> Any:  # Keras 3's Node.operation, tf_keras's Node.layer
+        return n.operation if hasattr(n, "operation") else n.layer
+
+    calls: dict[int, list[Any]] = {}  # layer -> its nodes in this model, in call order
+    for n in nodes:
+        calls.setdefault(id(op(n)), []).append(n)
+    rank = {}
+    for layer_nodes in calls.values():
+        inbound = op(layer_nodes[0])._inbound_nodes
+        order = {id(x): i for i, x in enumerate(inbound)}
+        for k, n in enumerate(sorted(layer_nodes, key=lambda x: order.get(id(x), 0))):
+            rank[id(n)] = k
     names, tensors = [], []
-    for layer in model.layers:
-        if isinstance(layer, input_cls):
-            continue
-        try:
-            if hasattr(layer, "layers") and hasattr(layer, "_inbound_nodes"):
-                # a nested model: `.output` is its own inner graph's (not connected to this model's inputs);
-                # take the node of its call here, the one whose outputs are not its inner outputs
-                inner = {id(t) for t in flatten(layer.outputs)}
-                calls = [n for n in layer._inbound_nodes if not {id(t) for t in flatten(n.outputs)} <= inner]
-                if len(calls) != 1:
-                    continue  # called several times (shared): ambiguous
-                out = calls[0].outputs
-            else:
-                out = layer.output
-        except (AttributeError, ValueError, RuntimeError):
-            continue  # shared layer (several nodes): its output is ambiguous
-        for i, t in enumerate(flatten(out)):
-            names.append(layer.name if i == 0 else f"{layer.name}#{i}")
+    for n in _topological(nodes, own, lambda n: (position.get(id(op(n)), -1), rank[id(n)])):
+        layer = op(n)
+        if id(layer) not in position:
+            continue  # an input, or a keras.ops call (no layer of the model)
+        base = layer.name if rank[id(n)] == 0 else f"{layer.name}@{rank[id(n)]}"
+        for i, t in enumerate(flatten(n.outputs)):
+            names.append(base if i == 0 else f"{base}#{i}")
             tensors.append(t)
     return names, tensors
+
+
+def _topological(nodes: list[Any], own: set[int], key: Any) -> list[Any]:
+    """Kahn's order over the calls, the smallest key first among the ready ones: for a graph whose layer list
+    is already a topological order (every layer called once) this is that list's order."""
+    import heapq
+
+    index = {id(n): i for i, n in enumerate(nodes)}
+    parents = {id(n): {id(p) for p in n.parent_nodes if id(p) in own} for n in nodes}
+    children: dict[int, list[Any]] = {}
+    for n in nodes:
+        for p in parents[id(n)]:
+            children.setdefault(p, []).append(n)
+    waiting = {i: len(ps) for i, ps in parents.items()}
+    ready = [(key(n), index[id(n)], n) for n in nodes if not waiting[id(n)]]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        n = heapq.heappop(ready)[2]
+        out.append(n)
+        for c in children.get(id(n), []):
+            waiting[id(c)] -= 1
+            if not waiting[id(c)]:
+                heapq.heappush(ready, (key(c), index[id(c)], c))
+    return out
 
 
 def tf_flatten(x: Any) -> list[Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers import lean
+from k2to3.workers import lean, nhwc
 from k2to3.workers.runtime import (
     flat_numpy,
     forward,
@@ -30,6 +30,7 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
         if layer.weights:
             per_layer[layer.name] = weight_hash(lean.hashable(keras, w) for w in layer.weights)
     xs = load_inputs(req["inputs"])
+    nhwc.refuse_keras3_tf_cpu(keras, model)
     t1 = time.perf_counter()
     outs = flat_numpy(keras, forward(keras, model, xs))
     t_pred = time.perf_counter() - t1

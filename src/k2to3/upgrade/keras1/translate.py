@@ -39,6 +39,9 @@ _BASE_KEYS = ("name", "trainable", "batch_input_shape", "dtype")
 PORTABLE_KEYS = {"MaxoutDense": (*_BASE_KEYS, "output_dim", "nb_feature", "bias"),
                  "Highway": (*_BASE_KEYS, "activation", "transform_bias", "bias")}
 DATA_FORMAT = {"tf": "channels_last", "th": "channels_first", "default": None}
+# Keras 1 layers whose get_config dropped their dim_ordering (K2T488)
+ORDERING_UNSAID = frozenset({"UpSampling2D", "UpSampling3D", "ZeroPadding2D", "ZeroPadding3D", "Cropping2D",
+                             "Cropping3D"})
 INITIALIZERS = {"zero": "zeros", "one": "ones"}
 
 
@@ -114,7 +117,9 @@ def layer(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
     if cls in WRAPPERS and isinstance(cfg.get("layer"), dict):  # e.g. TimeDistributed(Dense(output_dim=...))
         cfg["layer"] = _layer(up, cfg["layer"])
         _shape(cfg, cls)
-        for key in ("input_dim", "input_length"):
+        # Keras 1's Wrapper.get_config carried the base Layer's input_dtype (the dtype of the Input a Sequential
+        # made from batch_input_shape), which Keras 2/3 wrappers reject.
+        for key in ("input_dim", "input_length", "input_dtype"):
             cfg.pop(key, None)
         return out
     if cls == "TimeDistributedDense":
@@ -401,9 +406,45 @@ def translate_model(up: UpgradeState, model_config: dict[str, Any]) -> dict[str,
     return out
 
 
+def _entries(obj: Any) -> Any:
+    """Every layer entry {class_name, config: {...}} in a config, nested models, wrappers and Merge branches too."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get("class_name"), str) and isinstance(obj.get("config"), dict):
+            yield obj
+        for v in obj.values():
+            yield from _entries(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _entries(v)
+
+
+def _unsaid_ordering(up: UpgradeState, model_config: dict[str, Any]) -> None:
+    """K2T488: Keras 1.x UpSampling/ZeroPadding/Cropping 2D/3D configs never held `dim_ordering` (their
+    get_config left it out, keras/layers/convolutional.py 1.0.0-1.2.2), so rebuilt as saved they take the
+    loading machine's default: a "th" U-Net's UpSampling2D would double its channels and rows. They are given
+    the ordering the file's other layers state, when those agree."""
+    stated = {e["config"]["dim_ordering"] for e in _entries(model_config)
+              if e["config"].get("dim_ordering") in ("th", "tf")}
+    for e in _entries(model_config):
+        cfg = e["config"]
+        if e["class_name"] not in ORDERING_UNSAID or "dim_ordering" in cfg or "data_format" in cfg:
+            continue
+        if len(stated) == 1:
+            cfg["dim_ordering"] = next(iter(stated))
+            up.note("K2T488", "info", f"Keras 1 {e['class_name']} config has no dim_ordering; given the file's "
+                    f"{cfg['dim_ordering']!r} (the ordering its other layers state)", cfg.get("name"))
+        else:
+            said = "state both 'th' and 'tf'" if stated else "state none"
+            up.note("K2T488", "warning", f"Keras 1 {e['class_name']} config has no dim_ordering and the file's "
+                    f"layers {said}; built channels_last (Keras 1.1+'s default)", cfg.get("name"),
+                    rules_mod.rule("K2T488").fix)
+
+
 def translate(up: UpgradeState, model_config: dict[str, Any]) -> dict[str, Any]:
     """The entry point: note K2T470 once and translate."""
     up.note("K2T470", "info", "Keras 1.x model config translated to Keras 2 (rules/keras1.toml)", None)
+    model_config = copy.deepcopy(model_config)
+    _unsaid_ordering(up, model_config)
     return translate_model(up, model_config)
 
 

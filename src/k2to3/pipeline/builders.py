@@ -1,0 +1,140 @@
+"""Which --src function builds a weights-only file, and with which arguments: the candidates found statically
+(source/builders.py, best layer-name score first), each confirmed by building it with tf_keras in the tensorflow
+worker and comparing the model's weight groups (layer order, shapes, names) with the file's. One full match is
+taken and reported ("build_and_load_model(model_capacity='tiny') matched 13/13 weight groups"); several
+functions matching, or none, stop with the candidates listed and the exact options that pick one (exit 2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from k2to3.errors import InputError, NotPortable
+from k2to3.formats.artifact import LegacyArtifact
+from k2to3.pipeline.sources import Sources
+from k2to3.source.buildargs import call_text, cli_text
+from k2to3.source.builders import Builder, find_builders
+from k2to3.upgrade.needs import module_name_for
+from k2to3.workers.pool import Pool, WorkerError
+
+
+@dataclass
+class Chosen:
+    fn: str
+    build_args: dict[str, Any] | None
+    match: dict[str, Any] | None  # report.json source.match; None when the user named function and arguments
+
+
+def weight_groups(artifact: LegacyArtifact) -> list[dict[str, Any]]:
+    """The file's layers with weights in order, each with its weights' shapes (the safe h5 reader's view)."""
+    return [{"name": n, "shapes": [list(e.shape) for e in artifact.weights[n]]}
+            for n in artifact.layer_names if artifact.weights.get(n)]
+
+
+def needs_search(sources: Sources, artifact: LegacyArtifact | None) -> bool:
+    """A weights-only file (None: a TF checkpoint) with --src but no function named, or a named one whose
+    arguments are not given, or --build-args (confirmed before the build: a wrong value is one clear line)."""
+    if (artifact is not None and artifact.model_config is not None) or sources.index is None:
+        return False
+    if sources.build_fn is None or sources.build_args is not None:
+        return True
+    found = find_builders(sources.index, [], None, only=sources.build_fn)
+    return bool(found and found[0].required)
+
+
+def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output: Path, work: Path,
+           get_pool: Callable[[], Pool], progress: Callable[[str], None], order_free: bool = False) -> Chosen:
+    """`groups`: the file's weight groups (`weight_groups`, or a TF checkpoint's, whose shapes are sorted within a
+    group: `order_free`)."""
+    assert sources.index is not None
+    found = find_builders(sources.index, [g["name"] for g in groups], weights, only=sources.build_fn)
+    if not found:
+        raise NotPortable(f"{weights}: a weights-only file and no function of the --src files builds a Keras model "
+                          "(calls Model(...) or Sequential(...))",
+                          hint="pass the source of the model's build function: --src FILE.py:FUNCTION")
+    unextracted: list[str] = []
+    candidates = _candidates(found, sources, output, work, unextracted)
+    tried: list[dict[str, Any]] = []
+    for score in sorted({b.score for b in found}, reverse=True):  # a better name score is probed first
+        batch = [c for c in candidates if c["score"] == score]
+        if not batch:
+            continue
+        progress(f"building {len(batch)} candidate(s) with tf_keras to match the file's {len(groups)} weight groups")
+        try:
+            reply = get_pool().get("tensorflow").call("probe_builds", candidates=batch, groups=groups,
+                                                      order_free=order_free)
+        except WorkerError as exc:
+            raise NotPortable(f"{weights}: building the candidates failed: {exc.message}",
+                              hint="pass --src FILE.py:FUNCTION --build-args ...") from None
+        tried += reply["tried"]
+        full = [t for t in reply["tried"] if t["full"]]
+        if len(full) == 1:
+            return Chosen(full[0]["fn"], full[0]["build_args"], _match(full[0], len(tried)))
+        if len(full) > 1:
+            raise InputError(f"{weights}: {len(full)} build functions match its {len(groups)} weight groups: "
+                             + "; ".join(f"{_pick(t)} ({t['where']})" for t in full),
+                             hint="pick one with the --src and --build-args shown")
+    raise InputError(f"{weights}: no candidate build matches its {len(groups)} weight groups; tried "
+                     + "; ".join([*unextracted[:2], _tried_text(tried, found if sources.build_args is None else [])]),
+                     hint="pass --src FILE.py:FUNCTION --build-args \"NAME=VALUE, ...\" with the values it was "
+                     "saved with")
+
+
+def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path,
+                unextracted: list[str]) -> list[dict[str, Any]]:
+    """One Keras 2 module per function (its closure hoisted from the --src files), one entry per argument set."""
+    from k2to3.source.hoist import resolve_in_files  # libcst: only a search pays for it
+
+    assert sources.index is not None
+    out = []
+    for i, b in enumerate(found):
+        combos = [sources.build_args] if sources.build_args is not None else b.combos()
+        if not combos:
+            continue
+        res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), b.fn)
+        if res.errors:  # said in the no-match line: the builder may be the right one
+            unextracted.append(f"{b.fn} at {b.where} (its names give {b.score} of the groups) cannot be extracted: "
+                               f"{res.errors[0].message}")
+            continue
+        k2 = work / f"_k2to3_probe{i}_{res.module}.py"
+        k2.write_text(res.k2_code)
+        out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
+                 "src": b.where.rsplit(":", 1)[0],
+                 "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c}} for c in combos]
+    return out
+
+
+def _pick(t: dict[str, Any]) -> str:
+    args = cli_text(t["build_args"])
+    return f"--src {t['src']}:{t['fn']}" + (f" --build-args \"{args}\"" if args else "")
+
+
+def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
+    call = call_text(t["fn"], t["build_args"])
+    return {"call": call, "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],
+            "names_match": t["names_match"], "builds_tried": n_tried,
+            "summary": f"{call} matched {t['shapes_match']}/{t['groups']} weight groups "
+                       f"({t['names_match']} by name too; {n_tried} build(s) tried)"}
+
+
+def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:
+    """What was tried; a builder no value was found for comes first when its name score is as good as the tried
+    ones' (it may be the one that built the file)."""
+    best = max((t["score"] for t in tried), default=-1)
+    unvalued = [b for b in found if b.missing]
+    ahead = [b for b in unvalued if b.score >= best][:3]
+    parts = [_missing_text(b) for b in ahead]
+    for t in tried[:6]:
+        got = t["error"] if "error" in t else (f"{t['shapes_match']}/{t['groups']} groups match, {t['built_groups']} "
+                                               "built" + (f" (first: {t['first_difference']})"
+                                                          if t.get("first_difference") else ""))
+        parts.append(f"{call_text(t['fn'], t['build_args'])}: {got}")
+    parts += [_missing_text(b) for b in unvalued if b not in ahead][:2]
+    return "; ".join(parts[:6]) or "nothing"
+
+
+def _missing_text(b: Builder) -> str:
+    return (f"{b.fn}({', '.join(b.params)}) at {b.where} (its names give {b.score} of the groups): no value found "
+            f"for {', '.join(b.missing)}")

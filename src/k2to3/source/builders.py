@@ -1,0 +1,228 @@
+"""The candidate build functions of a weights-only file, found statically in the --src files (stdlib ast, nothing
+run): module-level functions that call `Model(...)` or `Sequential(...)`, the argument values the sources
+themselves give them (defaults, literal arguments at call sites, one hop through a caller's parameter default,
+the keys of a dict the parameter indexes, literals it is compared with, a JSON config beside the weights), and a
+static score: how many of the file's layer names the function's name literals and patterns ("conv%d" % l) give."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from k2to3.source.extract import SourceIndex
+
+BUILDS = frozenset({"Model", "Sequential"})
+MAX_COMBOS = 32  # argument combinations per function
+CONFIG_MAX_BYTES = 1 << 20
+
+
+@dataclass
+class Builder:
+    fn: str
+    where: str
+    params: list[str]
+    required: list[str]  # parameters without a default
+    values: dict[str, list[Any]] = field(default_factory=dict)  # parameter -> candidate values, in order
+    score: int = 0  # file layer names its name literals / patterns give
+    patterns: list[str] = field(default_factory=list)
+
+    def combos(self) -> list[dict[str, Any]]:
+        """kwargs to try: every required parameter needs a value; optional ones are tried at their default first."""
+        names = [p for p in self.params if p in self.required or self.values.get(p)]
+        choices = [self.values.get(p, []) if p in self.required else [_DEFAULT, *self.values[p]] for p in names]
+        if any(not c for c in choices):
+            return []
+        out = []
+        for vals in itertools.islice(itertools.product(*choices), MAX_COMBOS):
+            out.append({n: v for n, v in zip(names, vals) if v is not _DEFAULT})
+        return out
+
+    @property
+    def missing(self) -> list[str]:
+        return [p for p in self.required if not self.values.get(p)]
+
+
+_DEFAULT = object()
+
+
+def _called(node: ast.Call) -> str | None:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+def _literal(node: ast.expr) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _pattern(node: ast.expr) -> str | None:
+    """A layer name expression as a regex: "conv%d" % l, f"conv{l}", "conv{}".format(l), "a" + str(i)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return re.escape(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+            and isinstance(node.left.value, str):
+        return re.sub(r"%[-+ #0-9.]*[sdifr]", ".+?", re.escape(node.left.value).replace(r"\%", "%"))
+    if isinstance(node, ast.JoinedStr):
+        return "".join(re.escape(v.value) if isinstance(v, ast.Constant) else ".+?" for v in node.values)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
+        return re.sub(r"\\\{[^}]*\\\}", ".+?", re.escape(node.func.value.value))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _pattern(node.left), _pattern(node.right)
+        return (left or ".+?") + (right or ".+?") if left or right else None
+    return None
+
+
+class _File:
+    def __init__(self, path: Path, text: str):
+        self.path = path
+        self.tree = ast.parse(text)
+        self.functions = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
+        self.dicts: dict[str, list[Any]] = {}  # module-level NAME = {literal keys: ...}
+        for s in self.tree.body:
+            if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict) and len(s.targets) == 1 \
+                    and isinstance(s.targets[0], ast.Name):
+                keys = [_literal(k) for k in s.value.keys if k is not None]
+                self.dicts[s.targets[0].id] = [v for ok, v in keys if ok]
+
+
+def _add(values: dict[str, list[Any]], param: str, value: Any) -> None:
+    got = values.setdefault(param, [])
+    if not any(type(v) is type(value) and v == value for v in got):
+        got.append(value)
+
+
+def _inner_values(fn: ast.FunctionDef, file: _File, params: set[str], values: dict[str, list[Any]]) -> None:
+    """Values a function's own body enumerates for a parameter: {..}[p] keys, p == lit, p in (lits)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in params:
+            if isinstance(node.value, ast.Dict):
+                for k in node.value.keys:
+                    ok, v = _literal(k) if k is not None else (False, None)
+                    if ok:
+                        _add(values, node.slice.id, v)
+            elif isinstance(node.value, ast.Name) and node.value.id in file.dicts:
+                for v in file.dicts[node.value.id]:
+                    _add(values, node.slice.id, v)
+        elif isinstance(node, ast.Compare) and isinstance(node.left, ast.Name) and node.left.id in params:
+            for op, right in zip(node.ops, node.comparators):
+                ok, v = _literal(right)
+                if ok and isinstance(op, ast.Eq):
+                    _add(values, node.left.id, v)
+                elif ok and isinstance(op, ast.In) and isinstance(v, (list, tuple, set)):
+                    for item in v:
+                        _add(values, node.left.id, item)
+
+
+def _defaults(fn: ast.FunctionDef) -> dict[str, Any]:
+    args = fn.args.posonlyargs + fn.args.args
+    out = {}
+    for a, d in zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults):
+        ok, v = _literal(d)
+        if ok:
+            out[a.arg] = v
+    for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults):
+        ok, v = _literal(d) if d is not None else (False, None)
+        if ok:
+            out[a.arg] = v
+    return out
+
+
+def _call_site_values(name: str, params: list[str], files: list[_File], values: dict[str, list[Any]]) -> None:
+    """Literal arguments where the sources call `name`; a caller's parameter passed on gives its default."""
+    for file in files:
+        for caller in ast.walk(file.tree):
+            if not isinstance(caller, (ast.FunctionDef, ast.Module)):
+                continue
+            defaults = _defaults(caller) if isinstance(caller, ast.FunctionDef) else {}
+            for node in ast.walk(caller):
+                if not isinstance(node, ast.Call) or _called(node) != name:
+                    continue
+                bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg in params]
+                for param, arg in bound:
+                    ok, v = _literal(arg)
+                    if ok:
+                        _add(values, param, v)
+                    elif isinstance(arg, ast.Name) and arg.id in defaults:
+                        _add(values, param, defaults[arg.id])
+
+
+def config_values(weights: Path, params: list[str], required: list[str]) -> dict[str, list[Any]]:
+    """JSON objects beside the weights: keys that name parameters give their values; a required parameter no key
+    gives takes each object that names no parameter (textgenrnn's cfg)."""
+    out: dict[str, list[Any]] = {}
+    whole = []
+    for cand in sorted(weights.parent.glob("*.json"))[:20]:
+        try:
+            if cand.stat().st_size > CONFIG_MAX_BYTES:
+                continue
+            data = json.loads(cand.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(data, dict) or "class_name" in data:  # a Keras model config is a pair, not arguments
+            continue
+        named = [p for p in params if p in data]
+        for p in named:
+            _add(out, p, data[p])
+        if not named:
+            whole.append(data)
+    for p in required:
+        if not out.get(p):
+            for data in whole:
+                _add(out, p, data)
+    return out
+
+
+def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | None = None,
+                  only: str | None = None) -> list[Builder]:
+    """Every function of the --src files that builds a Keras model (or `only` that one), best static score first."""
+    files = [_File(p, t) for p, t in index.texts.items()]
+    found = []
+    for file in files:
+        for name, fn in file.functions.items():
+            if (only and name != only) or not (only or any(isinstance(n, ast.Call) and _called(n) in BUILDS
+                                                           for n in ast.walk(fn))):
+                continue
+            params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+            defaults = _defaults(fn)
+            required = [p for p in params if p not in defaults and not _has_default(fn, p)]
+            b = Builder(name, f"{file.path}:{fn.lineno}", params, required)
+            _inner_values(fn, file, set(params), b.values)
+            _call_site_values(name, params, files, b.values)
+            if weights is not None:
+                for p, vs in config_values(weights, params, [p for p in required if not b.values.get(p)]).items():
+                    for v in vs:
+                        _add(b.values, p, v)
+            b.patterns = _name_patterns(fn, file, index)
+            b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
+            found.append(b)
+    return sorted(found, key=lambda b: -b.score)
+
+
+def _has_default(fn: ast.FunctionDef, param: str) -> bool:
+    args = fn.args.posonlyargs + fn.args.args
+    with_default = {a.arg for a in args[len(args) - len(fn.args.defaults):]}
+    with_default |= {a.arg for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None}
+    return param in with_default
+
+
+def _name_patterns(fn: ast.FunctionDef, file: _File, index: SourceIndex) -> list[str]:
+    """name= expressions of the calls in the function and the module-level functions it calls."""
+    bodies = [fn] + [file.functions[n] for n in index.reachable(fn.name) - {fn.name} if n in file.functions]
+    pats = []
+    for body in bodies:
+        for node in ast.walk(body):
+            if isinstance(node, ast.Call):
+                for k in node.keywords:
+                    if k.arg == "name":
+                        pat = _pattern(k.value)
+                        if pat:
+                            pats.append(pat)
+    return list(dict.fromkeys(pats))

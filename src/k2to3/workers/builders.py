@@ -1,0 +1,87 @@
+"""A --src build function called in a worker: with the --build-args values, its own `load_weights(...)` calls
+skipped (crepe's builder loads its package's weights file; k2to3 loads the file the user named), and op
+probe_builds, which builds candidate functions with tf_keras and compares each model's weights with the file's."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from k2to3.errors import K2to3Error
+from k2to3.workers.runtime import import_module
+
+
+@contextmanager
+def own_loads_skipped(model_cls: Any, skipped: list[str]) -> Iterator[None]:
+    """The build function's `model.load_weights(path)` does nothing while it runs (the paths are recorded)."""
+    saved = model_cls.load_weights
+
+    def skip(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> None:
+        skipped.append(str(filepath))
+
+    model_cls.load_weights = skip
+    try:
+        yield
+    finally:
+        model_cls.load_weights = saved
+
+
+def call_build(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
+               skipped: list[str] | None = None) -> Any:
+    args = build_args or {}
+    with own_loads_skipped(model_cls, skipped if skipped is not None else []):
+        model = fn(*args.get("args", []), **args.get("kwargs", {}))
+    if not isinstance(model, model_cls):
+        raise K2to3Error(f"{name}() returned {type(model).__name__}, not a keras Model",
+                         hint="pass a function that builds and returns the model")
+    return model
+
+
+def weight_groups(model: Any, order_free: bool = False) -> list[dict[str, Any]]:
+    """The layers with weights in order (Keras 2's load_weights order), each with its weights' shapes (sorted for a
+    TF checkpoint, which names a layer's weights by attribute, not by position)."""
+    out = []
+    for layer in model.layers:
+        if layer.weights:
+            shapes = [[int(d) for d in w.shape] for w in layer.weights]
+            out.append({"name": layer.name, "shapes": sorted(shapes) if order_free else shapes})
+    return out
+
+
+def compare(file_groups: list[dict[str, Any]], built: list[dict[str, Any]]) -> dict[str, Any]:
+    """Keras 2 matches a weights-only file to a model by layer order: groups whose shapes agree, and names too."""
+    shapes = sum(f["shapes"] == b["shapes"] for f, b in zip(file_groups, built))
+    names = sum(f["name"] == b["name"] for f, b in zip(file_groups, built))
+    first = next((f"{f['name']} {f['shapes']} in the file, {b['name']} {b['shapes']} built"
+                  for f, b in zip(file_groups, built) if f["shapes"] != b["shapes"]), None)
+    return {"groups": len(file_groups), "built_groups": len(built), "shapes_match": shapes, "names_match": names,
+            "full": len(built) == len(file_groups) and shapes == len(file_groups), "first_difference": first}
+
+
+def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
+    """Build each candidate with tf_keras from the Keras 2 module of its --src function (the user's code as written,
+    in this worker only), in the order given; a function's first build whose weights match the file's in full ends
+    its tries."""
+    import tf_keras
+
+    tried, matched = [], set()
+    for cand in req["candidates"]:
+        if cand["fn"] in matched:  # a function's first full match is its answer: cheapest first
+            continue
+        t0 = time.perf_counter()
+        try:
+            module = import_module(cand["k2_module"])
+            model = call_build(module.K2TO3_OBJECTS[cand["fn"]], cand["fn"], cand["build_args"], tf_keras.Model)
+            got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
+            got["params"] = int(model.count_params())
+            del model
+            tf_keras.backend.clear_session()
+        except Exception as exc:  # the user's code failed on these arguments: not this candidate
+            text = str(exc).splitlines()[0][:160] if str(exc) else ""
+            got = {"full": False, "error": f"{type(exc).__name__}: {text}"}
+        tried.append({**cand, **got, "seconds": round(time.perf_counter() - t0, 3)})
+        if got["full"]:
+            matched.add(cand["fn"])
+    return {"tried": tried}
