@@ -1,3 +1,3 @@
-from k2to3.interfaces.cli import main
+from k2to3.interfaces.entry import main
 
 main()

@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-import tomllib
-
-from k2to3.core.rules import rules_dir
+from k2to3.core.paths import rules_dir
 
 GETITEM = "__operators__.getitem"
 SHAPE = "k2to3.portable.shape"  # tf.shape's translation: a rebuilt graph keeps it symbolic (rebuild.SymShape)
@@ -67,6 +65,8 @@ TUPLE_FIELDS = ("tf", "k", "params", "compose_args", "drop", "require_none", "ne
 
 @cache
 def raw_table() -> dict[str, Any]:
+    import tomllib  # lint and fix read core.tables' JSON instead
+
     with open(rules_dir() / "ops.toml", "rb") as fh:
         return tomllib.load(fh)
 
@@ -151,12 +151,13 @@ def tf_aliases() -> dict[str, str]:
     return out
 
 
-def canonical_tf_name(name: str) -> str:
+def canonical_tf_name(name: str, aliases: dict[str, str] | None = None) -> str:
     """A TF function's name without "tf." (compat.v2.reverse, compat.v1.math.log1p, python.ops.math_ops.rsqrt)
-    -> its canonical name (reverse, math.log1p, math.rsqrt); unknown names are returned unchanged."""
+    -> its canonical name (reverse, math.log1p, math.rsqrt); unknown names are returned unchanged. `aliases`:
+    tf_aliases() as core.tables caches it."""
     if name.startswith("compat.v2."):
         name = name[len("compat.v2."):]
-    aliases = tf_aliases()
+    aliases = tf_aliases() if aliases is None else aliases
     if name not in aliases and name.startswith("python.") and not name.startswith(("python.ops.", "python.framework.")):
         # TF1's tensorflow.python namespace held the ops modules themselves (tf.python.math_ops.sqrt)
         name = next((n for n in ("python.ops." + name[7:], "python.framework." + name[7:]) if n in aliases), name)

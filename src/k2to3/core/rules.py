@@ -7,17 +7,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/k2to3 in a checkout, site-packages/k2to3 in a wheel
-
-
-def rules_dir() -> Path:
-    """rules/ ships inside the wheel as k2to3/rules; in a source checkout it is the repo's rules/."""
-    packaged = PACKAGE_DIR / "rules"
-    if packaged.is_dir():
-        return packaged
-    return PACKAGE_DIR.parents[1] / "rules"
+from k2to3.core.paths import rules_dir
 
 
 @dataclass(frozen=True)
@@ -69,6 +59,8 @@ def _rule(raw: dict[str, Any], source: Path) -> Rule:
 @cache
 def layer_rules() -> tuple[Rule, ...]:
     path = rules_dir() / "layers.toml"
+    import tomllib  # lint and fix read core.tables' JSON instead
+
     with open(path, "rb") as fh:
         raw = tomllib.load(fh)
     rules = tuple(_rule(r, path) for r in raw["rule"])
@@ -81,6 +73,8 @@ def layer_rules() -> tuple[Rule, ...]:
 @cache
 def source_rules() -> tuple[Rule, ...]:
     path = rules_dir() / "source.toml"
+    import tomllib  # lint and fix read core.tables' JSON instead
+
     with open(path, "rb") as fh:
         raw = tomllib.load(fh)
     return tuple(_rule(r, path) for r in raw["rule"])
@@ -90,6 +84,8 @@ def source_rules() -> tuple[Rule, ...]:
 def keras1_rules() -> tuple[Rule, ...]:
     """Keras 1.x -> Keras 2 layer-config translation (rules/keras1.toml)."""
     path = rules_dir() / "keras1.toml"
+    import tomllib  # lint and fix read core.tables' JSON instead
+
     with open(path, "rb") as fh:
         raw = tomllib.load(fh)
     return tuple(_rule(r, path) for r in raw["rule"])

@@ -236,7 +236,7 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
         "  k2to3 lint src/\n\n"
         "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
         "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
-        "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with [tool.k2to3] "
+        "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with \\[tool.k2to3] "
         "select/ignore/exclude in pyproject.toml. Exit codes: 0 clean, 1 findings, 2 error."
     )
 )
@@ -250,30 +250,14 @@ def lint(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
 ) -> None:
     """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
-    from k2to3.source.codes import check_codes, parse_codes
-    from k2to3.source.files import Cache, load_config
-    from k2to3.source.formats import FORMATS
-    from k2to3.source.run import lint_paths
+    from k2to3.source.command import lint as run  # interfaces/fastlint.py runs the same function
 
-    paths = paths or [Path(".")]
-    if fmt not in FORMATS:
-        _fail(K2to3Error(f"--format {fmt}: unknown format", hint=f"choose from {', '.join(FORMATS)}"))
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        _fail(K2to3Error(f"{missing[0]}: no such file or directory"))
     try:
-        cfg = load_config(paths[0])
-        for key in ("select", "ignore"):  # a typo in [tool.k2to3] must not silently select nothing either
-            check_codes([c.upper() for c in getattr(cfg, key)], f"{cfg.source} [tool.k2to3] {key} =")
-        if select:
-            cfg.select = parse_codes(select, "--select")
-        if ignore:
-            cfg.ignore = parse_codes(ignore, "--ignore")
+        text, code = run(paths or [], fmt, select, ignore, no_cache)
     except K2to3Error as exc:
         _fail(exc)
-    res = lint_paths(paths, cfg, None if no_cache else Cache())
-    sys.stdout.write(FORMATS[fmt](res))
-    raise typer.Exit(1 if res.findings else 0)
+    sys.stdout.write(text)
+    raise typer.Exit(code)
 
 
 @app.command(

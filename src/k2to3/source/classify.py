@@ -3,11 +3,12 @@ rules/ops.toml (the table the TFOpLambda translator uses too)."""
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
 from k2to3.core import optable as ops
-from k2to3.source import keras3api
+from k2to3.core.tables import lint_tables
 
 TF = "tensorflow."
 TF_KERAS = ("tensorflow.keras.", "tensorflow.python.keras.", "tensorflow.compat.v1.keras.",
@@ -49,6 +50,9 @@ class Expr:
 
     node: Any
 
+    def __repr__(self) -> str:  # a message shows the expression as written, not an address that changes every run
+        return ast.unparse(self.node) if isinstance(self.node, ast.AST) else "<expression>"
+
 
 @dataclass
 class CallArgs:
@@ -78,9 +82,10 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
     if not qname.startswith(TF):
         return None
     name = qname[len(TF):]
-    table = ops.by_tf_name()
+    tables = lint_tables()
+    table = tables.by_tf
     if name not in table:  # tf.compat.v2.x, tf.python.ops.math_ops.x, tf.compat.v1 aliases: the canonical name
-        name = ops.canonical_tf_name(name)
+        name = ops.canonical_tf_name(name, tables.tf_aliases)
     last = name.split(".")[-1]
     v2 = _tf2_name(name) if name.startswith("compat.v1.") and name not in table and last not in TF1_ONLY else None
     if v2 is not None:  # TF1's form of a plain op (compat.v1.math.argmax): not a graph API, say which op it is
@@ -103,24 +108,25 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
 def _tf2_name(v1: str) -> str | None:
     """compat.v1.math.argmax -> math.argmax: the TF2 function a TF1 name is a form of, None if TF2 has no such
     function (compat.v1.placeholder) or it is not a model op."""
-    name = ops.canonical_tf_name(v1[len("compat.v1."):])
-    known = ops.by_tf_name().keys() | set(ops.tf_aliases().values())
-    if name.startswith("compat.") or name not in known or name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
+    tables = lint_tables()
+    name = ops.canonical_tf_name(v1[len("compat.v1."):], tables.tf_aliases)
+    if name.startswith("compat.") or name not in tables.tf_known or name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
         return None
     return name
 
 
 def _backend(name: str, call: CallArgs) -> Verdict | None:
-    aliases = ops.config_aliases()
+    tables = lint_tables()
+    aliases = tables.config
     if name in aliases:
         return Verdict("K2T202", f"K.{name} moved to {aliases[name]}", True, aliases[name],
                        [(kw, Expr(node)) for kw, node in call.raw])
-    obsolete = ops.backend_obsolete()
+    obsolete = tables.obsolete
     if name in obsolete:
         return Verdict(obsolete[name][0], f"K.{name} has no Keras 3 equivalent: {obsolete[name][1]}")
-    if name in BACKEND_TF1 and name not in ops.by_backend_name():
+    if name in BACKEND_TF1 and name not in tables.by_k:
         return Verdict("K2T204", f"K.{name} is a TensorFlow 1 graph API with no Keras 3 equivalent")
-    entry = ops.by_backend_name().get(name)
+    entry = tables.by_k.get(name)
     if entry is None:
         return Verdict("K2T203", f"K.{name} has no keras.ops equivalent")
     return _translate(entry, f"K.{name}", call, "K2T201", "K2T203")
@@ -144,7 +150,7 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
     except ops.Untranslatable as exc:
         return Verdict(bad, f"{shown}: {exc}")
     target = name if name.startswith("k2to3.") else "keras.ops." + name
-    keras_pos = keras3api.positional(target)
+    keras_pos = lint_tables().positional.get(name) if target.startswith("keras.ops.") else None
     # the first argument goes by keyword where Keras's first positional parameter is another one (in_top_k)
     first_kw = entry.first if keras_pos is not None and keras_pos[:1] != (entry.first,) else None
     args: list[tuple[str | None, Any]] = [(first_kw, out.pop(entry.first))]

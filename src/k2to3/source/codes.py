@@ -7,9 +7,9 @@ from k2to3.errors import InputError
 
 
 def lint_codes() -> tuple[str, ...]:
-    from k2to3.core.rules import source_rules
+    from k2to3.core.tables import lint_tables
 
-    return tuple(sorted(r.code for r in source_rules()))
+    return lint_tables().codes
 
 
 def parse_codes(text: str, flag: str) -> list[str]:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
-
-from k2to3.core.rules import rules_dir
+from k2to3.core import tables
+from k2to3.core.paths import cache_dir
 from k2to3.version import __version__
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".ruff_cache", "node_modules",
@@ -40,6 +38,8 @@ def load_config(start: Path) -> Config:
     for p in (d, *d.parents):
         py = p / "pyproject.toml"
         if py.is_file():
+            import tomllib  # only when there is a pyproject.toml to read
+
             try:
                 data = tomllib.loads(py.read_text())
             except (tomllib.TOMLDecodeError, OSError):
@@ -83,17 +83,18 @@ class Cache:
     (~/.cache/k2to3 or K2TO3_CACHE_DIR): a warm run reads one JSON file instead of parsing."""
 
     def __init__(self, directory: Path | None = None, enabled: bool = True):
-        base = directory or Path(os.environ.get("K2TO3_CACHE_DIR", Path.home() / ".cache" / "k2to3"))
-        self.path = base / f"lint-{__version__}-{_rules_hash()}.json"
+        self.path = (directory or cache_dir()) / f"lint-{__version__}-{tables.key()}.json"
         self.enabled = enabled
         self._index: dict[str, dict] | None = None
         self._dirty = False
 
     @staticmethod
     def key(data: bytes) -> str:
+        import hashlib  # only with the cache: its OpenSSL costs a cold start 3 ms
+
         return hashlib.blake2b(data, digest_size=16).hexdigest()
 
-    def _load(self) -> dict[str, dict]:
+    def load(self) -> dict[str, dict]:
         if self._index is None:
             try:
                 self._index = json.loads(self.path.read_text())
@@ -102,11 +103,14 @@ class Cache:
         return self._index
 
     def get(self, data: bytes) -> dict | None:
-        return self._load().get(self.key(data)) if self.enabled else None
+        return self.load().get(self.key(data)) if self.enabled else None
 
     def put(self, data: bytes, value: dict) -> None:
+        self.put_key(self.key(data), value)
+
+    def put_key(self, key: str, value: dict) -> None:
         if self.enabled:
-            self._load()[self.key(data)] = value
+            self.load()[key] = value
             self._dirty = True
 
     def flush(self) -> None:
@@ -119,13 +123,3 @@ class Cache:
             tmp.replace(self.path)
         except OSError:
             pass  # a read-only home must not break lint
-
-
-def _rules_hash() -> str:
-    h = hashlib.sha256()
-    for name in ("ops.toml", "source.toml"):
-        try:
-            h.update((rules_dir() / name).read_bytes())
-        except OSError:
-            pass
-    return h.hexdigest()[:12]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from k2to3.core.rules import source_rules
+from k2to3.core.tables import lint_tables
 from k2to3.core.text import plural
 from k2to3.source.run import LintResult
 from k2to3.version import __version__
@@ -32,10 +32,10 @@ def as_json(res: LintResult) -> str:
 
 
 def sarif(res: LintResult) -> str:
-    rules = [{"id": r.code, "name": r.title, "shortDescription": {"text": r.what},
-              "fullDescription": {"text": r.why},
+    rules = [{"id": r["code"], "name": r["title"], "shortDescription": {"text": r["what"]},
+              "fullDescription": {"text": r["why"]},
               # no helpUri: a docs/ path exists only in a checkout; the text says where the whole doc is
-              "help": {"text": f"{r.fix} (more: k2to3 rule {r.code})"}} for r in source_rules()]
+              "help": {"text": f"{r['fix']} (more: k2to3 rule {r['code']})"}} for r in lint_tables().rules]
     results = []
     for f in res.findings:
         result = {

@@ -1,0 +1,23 @@
+"""Where k2to3's data and caches are: rules/ (shipped in the wheel, or the checkout's) and the cache directory (the
+lint results, the rule tables, the help texts, jax's compiled programs). Imports nothing, so the fast paths of
+`k2to3 lint` and `--help` can use it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # src/k2to3 in a checkout, site-packages/k2to3 in a wheel
+
+
+def rules_dir() -> Path:
+    """rules/ ships inside the wheel as k2to3/rules; in a source checkout it is the repo's rules/."""
+    packaged = PACKAGE_DIR / "rules"
+    if packaged.is_dir():
+        return packaged
+    return PACKAGE_DIR.parents[1] / "rules"
+
+
+def cache_dir() -> Path:
+    """K2TO3_CACHE_DIR, else ~/.cache/k2to3."""
+    return Path(os.environ.get("K2TO3_CACHE_DIR") or Path.home() / ".cache" / "k2to3")
