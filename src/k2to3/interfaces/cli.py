@@ -143,8 +143,9 @@ EXPORT_EPILOG = (
 
 
 def export(model: Path, format: str, output: Path, as_json: bool, **options: Any) -> None:
-    """Export a Keras 3 [bold].keras[/] to ONNX, LiteRT, a SavedModel or torch .pt2 and check the exported file in
-    its own runtime against the Keras 2 reference."""
+    """Export a Keras 3 [bold].keras[/] to ONNX, LiteRT, a SavedModel or torch .pt2, checked against Keras 2.
+
+    The exported file runs in its own runtime (onnxruntime, LiteRT, TensorFlow, torch) on the seeded inputs."""
     from k2to3.core.options import ExportOptions
     from k2to3.pipeline.export import export as run
 
