@@ -93,17 +93,24 @@ GENERATED = [("lambda_args.h5", SRC / "k2_zoo.py", None), ("lambda_loop.h5", SRC
              ("lambda_activation.h5", SRC / "k2_zoo.py", None), ("custom.h5", SRC / "k2_zoo.py", None),
              ("lambda_custom_objects.h5", SRC / "lrelu_model.py", None), ("k_attention.h5", SRC / "k_attention.py",
                                                                           None),
-             ("weights_only.h5", SRC / "k2_zoo.py", "build_weights_only")]
+             ("weights_only.h5", SRC / "k2_zoo.py", "build_weights_only"), ("custom.h5", SRC / "renamed_scale.py",
+                                                                              None)]
+# the real files with Lambdas (../shared/corpus) and the sources tests/test_src.py converts them with
+CORPUS = [("carnd_1560800/model.h5", SRC / "carnd_model.py", None), ("nnom/keras_mnist_model.h5",
+                                                                     SRC / "nnom_model.py", None),
+          ("nnom/keras_cifar10_model.h5", SRC / "nnom_model.py", None)]
 
 
-def test_generated_modules_compile_and_bind(tmp_path):
-    """The `<out>_k3.py` every --src fixture of the suite generates (tests/test_src.py converts them)."""
+def test_generated_modules_compile_and_bind(corpus, tmp_path):
+    """The `<out>_k3.py` every --src conversion of the suite generates (tests/test_src.py converts them; conftest
+    also binds every `*_k3.py` a test leaves in its tmp_path, at the end of the session)."""
     pairs = []
-    for fixture, src, build_fn in GENERATED:
-        a = read_artifact(FIXTURES / "src_models" / fixture, weights_only_ok=build_fn is not None)
+    cases = [(FIXTURES / "src_models" / f, s, b) for f, s, b in GENERATED] + [(corpus / f, s, b) for f, s, b in CORPUS]
+    for i, (fixture, src, build_fn) in enumerate(cases):
+        a = read_artifact(fixture, weights_only_ok=build_fn is not None)
         res = resolve_in_files(index_sources([src]), a.model_config, a.training_config, "m_k3", build_fn)
         assert not res.errors, [f.line() for f in res.errors]
-        (out := tmp_path / f"{fixture.split('.')[0]}_k3.py").write_text(res.k3_code)
+        (out := tmp_path / f"{i}_{fixture.stem}_k3.py").write_text(res.k3_code)
         pairs.append((None, out))
     got = bind(pairs, tmp_path)
     assert got["failures"] == [] and got["calls"] > 10, got
@@ -121,3 +128,22 @@ def test_shipped_signatures(target, n, keywords, why):
     from k2to3.source.keras3api import binds
 
     assert binds(target, n, keywords) == why
+
+
+def test_keras20_add_weight_in_a_src_layer_generates_a_module_that_binds(tmp_path):
+    """The issue's case: a custom layer written for standalone Keras 2.0 (`add_weight(shape, initializer,
+    name=...)`); the generated module had `add_weight(name=(n,), ..., name='gamma')` and convert ended in exit 4."""
+    text = (SRC / "k2_zoo.py").read_text()
+    old = ('self.add_weight(name="gamma", shape=(input_shape[-1],),\n'
+           '                                     initializer=keras.initializers.Constant(self.init))')
+    assert old in text
+    (src := tmp_path / "zoo20.py").write_text(text.replace(old, "self.add_weight((input_shape[-1],), "
+                                                            "keras.initializers.Constant(self.init), name='gamma')"))
+    a = read_artifact(FIXTURES / "src_models" / "custom.h5")
+    res = resolve_in_files(index_sources([src]), a.model_config, a.training_config, "m_k3")
+    assert not res.errors, [f.line() for f in res.errors]
+    assert "self.add_weight(shape=(input_shape[-1],), initializer=keras.initializers.Constant(self.init), " \
+           "name='gamma')" in res.k3_code
+    (out := tmp_path / "m_k3.py").write_text(res.k3_code)
+    got = bind([(None, out)], tmp_path)
+    assert got["failures"] == [] and got["calls"] >= 2, got
