@@ -202,7 +202,7 @@ def test_add_weight_positionals_become_keras2_keywords():
 
 def test_attribute_uses_ignore_strings_comments_and_imports():
     """fix skips libcst's unused-import analysis only for names still used as `name.attr` in code."""
-    from k2to3.source.fix import _attribute_uses
+    from k2to3.source.fiximports import attribute_uses as _attribute_uses
 
     assert _attribute_uses("import tensorflow as tf\nx = tf.zeros(3)\n", {"tf"}) == {"tf"}
     assert _attribute_uses("import tensorflow as tf\n# tf.zeros\ns = 'tf.x'\ny = a.tf.b\n", {"tf"}) == set()

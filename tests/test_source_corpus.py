@@ -44,7 +44,8 @@ def test_lint_tf_keras_without_crash():
                          "fixable": sum(f.fixable for f in res.findings)})
 
 
-def _fix_twice(path: str) -> tuple[str, int, str | None]:
+def _fix_twice(path: str) -> tuple[str, int, str | None, str | None]:
+    """(path, rewrites, what is wrong, the rewritten text when it changed)."""
     from k2to3.source.fix import fix_source
 
     old = Path(path).read_text()
@@ -52,23 +53,33 @@ def _fix_twice(path: str) -> tuple[str, int, str | None]:
     try:
         ast.parse(new)
     except SyntaxError as exc:
-        return path, n, f"output does not parse: {exc}"
+        return path, n, f"output does not parse: {exc}", None
     if not n and new == old:  # fix is deterministic: an untouched file is its own fixed point
-        return path, n, None
+        return path, n, None, None
     again, n2 = fix_source(new, path)
     if n2 or again != new:
-        return path, n, f"not a fixed point: {n2} more rewrites"
-    return path, n, None
+        return path, n, f"not a fixed point: {n2} more rewrites", new
+    return path, n, None, new
 
 
-def test_fix_tf_keras_parses_and_is_idempotent():
+def test_fix_tf_keras_parses_and_is_idempotent(tmp_path):
+    """... and every rewritten file compiles and its Keras 3 calls bind (tests/bindcheck.py; 7 failures in 5
+    files before K2T209 kept tf_keras's `Mean(mesh=)`, `deserialize(use_legacy_format=)`, ... on tf_keras)."""
+    from test_bind import bind
+
     files = sorted(str(p) for p in tf_keras_dir().rglob("*.py"))
     with ProcessPoolExecutor(max_workers=2) as ex:
         results = list(ex.map(_fix_twice, files, chunksize=8))
-    bad = [(p, e) for p, _, e in results if e]
+    bad = [(p, e) for p, _, e, _ in results if e]
     assert not bad, bad[:5]
-    rewritten = sum(1 for _, n, _ in results if n)
+    rewritten = [(p, new) for p, n, _, new in results if n and new is not None]
     # 137 since fix stopped switching `from tf_keras.src... import` to keras.src names Keras 3 lacks (>300 before)
-    assert rewritten > 100
-    record_line("lint", {"corpus": "tf_keras fix", "files": len(files), "files_rewritten": rewritten,
-                         "rewrites": sum(n for _, n, _ in results)})
+    assert len(rewritten) > 100
+    pairs = []
+    for i, (p, new) in enumerate(rewritten):
+        (out := tmp_path / f"{i}_{Path(p).name}").write_text(new)
+        pairs.append((Path(p), out))
+    got = bind(pairs, tmp_path)
+    assert got["failures"] == [] and got["calls"] > 1000, got["failures"][:5]
+    record_line("lint", {"corpus": "tf_keras fix", "files": len(files), "files_rewritten": len(rewritten),
+                         "rewrites": sum(n for _, n, _, _ in results), "calls_bound": got["calls"]})

@@ -81,6 +81,26 @@ def source_rules() -> tuple[Rule, ...]:
 
 
 @cache
+def keras_calls() -> dict[str, dict[str, Any]]:
+    """rules/source.toml [[call]]: Keras 3 name -> {"rename": {old: new}, "drop": [keywords]}."""
+    import tomllib
+
+    with open(rules_dir() / "source.toml", "rb") as fh:
+        raw = tomllib.load(fh)
+    return {c["name"]: {"rename": dict(c.get("rename", {})), "drop": list(c.get("drop", []))}
+            for c in raw.get("call", [])}
+
+
+@cache
+def add_weight_orders() -> dict[str, tuple[str, ...]]:
+    """rules/source.toml [add_weight]: "keras_2_0" and "keras_2" positional orders of Layer.add_weight."""
+    import tomllib
+
+    with open(rules_dir() / "source.toml", "rb") as fh:
+        return {k: tuple(v) for k, v in tomllib.load(fh)["add_weight"].items()}
+
+
+@cache
 def keras1_rules() -> tuple[Rule, ...]:
     """Keras 1.x -> Keras 2 layer-config translation (rules/keras1.toml)."""
     path = rules_dir() / "keras1.toml"

@@ -61,8 +61,9 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
 
 
 def read_sources(specs: tuple[str, ...], build_args: str | None = None) -> Sources:
-    """Parse and index the --src files. Files named one by one must parse; files found under a --src directory
-    may be skipped with a note."""
+    """Parse and index the --src files. A Python 2 file is read after the 2->3 step; one that parses neither way
+    is skipped, and the resolution warns once (K2T908). A missing or unreadable file named one by one stops the
+    run; under a --src directory it is skipped."""
     files, build_fn = parse_sources(specs)
     args = parse_build_args(build_args)
     if args is not None and not files:

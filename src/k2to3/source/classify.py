@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k2to3.core import optable as ops
+from k2to3.core import rules as rules_mod
 from k2to3.core.tables import lint_tables
 
 TF = "tensorflow."
@@ -26,8 +27,6 @@ TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "
               "Variable", "TensorSpec", "GradientTape", "device", "name_scope", "autograph.", "experimental.",
               "random.set_seed", "get_logger", "constant", "convert_to_tensor", "shape", "compat.v1.shape",
               "TensorShape", "is_tensor", "executing_eagerly", "identity", "py_function", "numpy_function")
-# Keras 2's Layer.add_weight positional order; Keras 3's starts (shape, initializer, dtype, trainable, ...).
-ADD_WEIGHT_KERAS2 = ("name", "shape", "dtype", "initializer", "regularizer", "trainable", "constraint")
 # Transforms that need the argument's value, not just its expression.
 TRANSFORM_KEYS = {"split_sizes": ("indices_or_sections",), "pad_mode": ("mode", "constant_values"),
                   "resize_method": ("interpolation",), "data_format": ("data_format",),
@@ -192,3 +191,32 @@ class Aliases:
         if base is None:
             return None
         return f"{base}.{rest}" if rest else base
+
+
+def arg_kind(node: ast.expr) -> str:
+    """What a positional of self.add_weight is by its value: "shape" (a tuple or list), "name" (a string, an
+    f-string, a .format or % of a string literal) or "other"."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return "shape"
+    if (isinstance(node, ast.Constant) and isinstance(node.value, str)) or isinstance(node, ast.JoinedStr):
+        return "name"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str):
+        return "name"
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+            and isinstance(node.left.value, str):
+        return "name"
+    return "other"
+
+
+def add_weight_keywords(kinds: list[str], keywords: set[str]) -> tuple[str, ...] | None:
+    """The keywords self.add_weight's positionals (of `kinds`) stand for, in the Keras 2 order their values
+    point at (rules/source.toml [add_weight]); None when that would repeat a keyword the call already gives."""
+    orders = rules_mod.add_weight_orders()
+    first = kinds[0] if kinds else "other"
+    old = first == "shape" or (first == "other" and "name" in keywords and "shape" not in keywords)
+    order = orders["keras_2_0" if old else "keras_2"]
+    if len(kinds) > len(order):
+        return None
+    names = order[: len(kinds)]
+    return None if set(names) & keywords else names

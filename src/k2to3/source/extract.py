@@ -14,6 +14,7 @@ from typing import Any
 from k2to3.errors import InputError
 from k2to3.source.classify import LAMBDA, keras_name
 from k2to3.source.lint import collect_aliases, dotted
+from k2to3.source.py2 import to_py3
 
 # Calls whose custom_objects= (or, for the scopes, first argument) maps names in a saved model to objects.
 CUSTOM_OBJECT_CALLS = frozenset({"load_model", "model_from_json", "model_from_yaml", "model_from_config",
@@ -89,6 +90,8 @@ class SourceIndex:
     # custom_objects={"name": obj} passed to load_model / model_from_json / CustomObjectScope /
     # get_custom_objects().update(...): artifact name -> (module-level name it maps to, path:line)
     custom_objects: dict[str, tuple[str, str]] = field(default_factory=dict)
+    py2: dict[Path, str] = field(default_factory=dict)  # read after the 2->3 step -> its first Python 3 error
+    unparsed: dict[Path, str] = field(default_factory=dict)  # neither Python 3 nor 2: skipped -> why
 
     def reachable(self, fn: str) -> set[str]:
         """Module-level functions `fn` calls, directly or not (by name), and `fn` itself."""
@@ -178,8 +181,13 @@ class _Indexer:
         try:
             self.tree = ast.parse(text, filename=str(path))
         except SyntaxError as exc:
-            raise InputError(f"{path}:{exc.lineno}: syntax error in --src file ({exc.msg})",
-                             hint="fix the file or pass another --src") from None
+            py2 = to_py3(text, exc)
+            if py2 is None:
+                raise _Unparsed(f"{path}:{exc.lineno}: syntax error in --src file ({exc.msg})") from None
+            index.py2[path] = py2.first_error
+            self.text = py2.text
+            self.lines = py2.text.splitlines(keepends=True)
+            self.tree = ast.parse(py2.text, filename=str(path))
         self.aliases = collect_aliases(self.tree)
         self._tables: dict[tuple[str, int], list[symtable.SymbolTable]] | None = None  # built on first use
         self.consts: dict[str, Any] = {}
@@ -416,6 +424,10 @@ class _SiteVisitor(ast.NodeVisitor):
             order=len(self.ix.index.sites), owner=self.owner, in_loop=bool(self.loops) or self.whiles > 0))
 
 
+class _Unparsed(Exception):
+    """A --src file that is neither Python 3 nor Python 2 after the 2->3 step."""
+
+
 def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:
     """Index the files; `skip_bad` (audit over a whole tree) notes unreadable files instead of failing."""
     index = SourceIndex(paths=list(paths))
@@ -428,11 +440,14 @@ def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{p}: cannot read --src file ({exc})") from None
             indexer = _Indexer(index, p, text)
+        except _Unparsed as exc:  # a file the model needs nothing from must not block it: the resolution says
+            index.unparsed[p] = str(exc)
+            continue
         except InputError as exc:
             if not skip_bad:
                 raise
             index.notes.append(exc.line())
             continue
-        index.texts[p] = text
+        index.texts[p] = indexer.text
         indexer.run()
     return index

@@ -5,8 +5,6 @@ removed with libcst's codemod helpers. A call that cannot be rewritten safely st
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +13,19 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from k2to3.core.rules import keras_calls
 from k2to3.source import keras3api
-from k2to3.source.classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
+from k2to3.source.classify import (
+    LAMBDA,
+    Aliases,
+    CallArgs,
+    Expr,
+    add_weight_keywords,
+    arg_kind,
+    classify_call,
+    keras_name,
+)
+from k2to3.source.fiximports import add_imports, attribute_uses
 from k2to3.source.lint import RELEVANT
 
 
@@ -163,11 +172,12 @@ class FixCommand(cst.CSTTransformer):
         rewritten = {id(call.func) for call in chains.calls if self._verdict(call) is not None}
         from_tf_keras = set(c.from_tf_keras)
         bad: list[tuple[cst.BaseExpression, str, cst.Name]] = []
+        unbound = self._unbound(chains.calls, rewritten)
         for chain, name, root in chains.chains:
             if id(chain) in rewritten:
                 continue
             target = _switched(self.aliases.resolve(name))
-            if target is None or keras3api.exists(target):
+            if target is None or (keras3api.exists(target) and id(chain) not in unbound):
                 continue
             if self.aliases.resolve(root.value) == "tensorflow" and "." in name:
                 keep: cst.BaseExpression = chain
@@ -187,8 +197,27 @@ class FixCommand(cst.CSTTransformer):
         for chain, target, root in bad:
             if root.value == "keras" and self._tfk_alias:
                 self._rename[id(root)] = self._tfk_alias
-            self.kept.append((chain, f"K2T501 {target} does not exist in Keras 3: kept on tf.keras "
-                                     "(rewrite it by hand)"))
+            self.kept.append((chain, f"K2T209 {target}(...) {unbound[id(chain)]} in Keras 3: kept on tf.keras "
+                                     "(rewrite it by hand)" if id(chain) in unbound else
+                              f"K2T501 {target} does not exist in Keras 3: kept on tf.keras (rewrite it by hand)"))
+
+    def _unbound(self, calls: list[cst.Call], rewritten: set[int]) -> dict[int, str]:
+        """K2T209: func node id -> why a call the switch to Keras 3 would write does not bind to Keras 3's
+        signature (after the K2T207/K2T208 keyword rules); such a call stays on tf.keras."""
+        out: dict[int, str] = {}
+        for call in calls:
+            if id(call.func) in rewritten or any(a.star for a in call.args):
+                continue
+            target = _switched(self.aliases.resolve(dotted_name(call.func)))
+            if target is None or not keras3api.exists(target):
+                continue
+            rule = keras_calls().get(target, {"rename": {}, "drop": []})
+            keywords = [rule["rename"].get(a.keyword.value, a.keyword.value) for a in call.args
+                        if a.keyword is not None and a.keyword.value not in rule["drop"]]
+            why = keras3api.binds(target, sum(a.keyword is None for a in call.args), keywords)
+            if why:
+                out[id(call.func)] = why
+        return out
 
     def _verdict(self, call: cst.Call) -> Any:
         """The op-table verdict for a call the rewrite translates (None if it is left alone)."""
@@ -226,12 +255,8 @@ class FixCommand(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = original.func
         if isinstance(func, cst.Attribute) and func.attr.value == "add_weight" and dotted_name(func.value) == "self":
-            positional = [a for a in updated.args if a.keyword is None and not a.star]
-            if positional and len(positional) <= len(ADD_WEIGHT_KERAS2) and not any(a.star for a in updated.args):
-                args = [a.with_changes(keyword=cst.Name(ADD_WEIGHT_KERAS2[i]), equal=_EQ) if i < len(positional)
-                        else a for i, a in enumerate(updated.args)]
-                self.changed += 1
-                return updated.with_changes(args=args)
+            return self._add_weight(updated)
+        updated = self._keyword_rules(original, updated)
         v = self._verdict(original)
         if v is None:
             return updated
@@ -244,6 +269,39 @@ class FixCommand(cst.CSTTransformer):
             AddImportsVisitor.add_needed_import(self.context, "keras")
         self.changed += 1
         return new
+
+    def _add_weight(self, updated: cst.Call) -> cst.Call:
+        """K2T205: positionals become keywords in the Keras 2 order their values point at; left alone where that
+        would repeat a keyword the call gives (lint reports it)."""
+        positional = [a for a in updated.args if a.keyword is None and not a.star]
+        if not positional or any(a.star for a in updated.args):
+            return updated
+        kinds = []
+        for a in positional:
+            try:
+                kinds.append(arg_kind(ast.parse(self._code_for_node(a.value).strip(), mode="eval").body))
+            except SyntaxError:
+                kinds.append("other")
+        names = add_weight_keywords(kinds, {a.keyword.value for a in updated.args if a.keyword is not None})
+        if names is None:
+            return updated
+        args = [a.with_changes(keyword=cst.Name(names[i]), equal=_EQ) if i < len(names) else a
+                for i, a in enumerate(updated.args)]
+        self.changed += 1
+        return updated.with_changes(args=args)
+
+    def _keyword_rules(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """K2T207/K2T208: keywords Keras 3 renamed (renamed in place) or removed and tf.keras ignored (dropped)."""
+        rule = keras_calls().get(keras_name(self.aliases.resolve(dotted_name(original.func)) or "") or "")
+        if rule is None or not any(a.keyword is not None and (a.keyword.value in rule["rename"] or
+                                                                  a.keyword.value in rule["drop"])
+                                   for a in updated.args):
+            return updated
+        args = [a.with_changes(keyword=cst.Name(rule["rename"].get(a.keyword.value, a.keyword.value)))
+                if a.keyword is not None else a for a in updated.args
+                if a.keyword is None or a.keyword.value not in rule["drop"]]
+        self.changed += 1
+        return updated.with_changes(args=_layout(updated.args, args))
 
     def _args_in_place(self, original: cst.Call, updated: cst.Call, v: Any) -> list[cst.Arg]:
         """The translated arguments written into the call's own layout: each argument keeps its node (and the
@@ -353,31 +411,11 @@ class FixCommand(cst.CSTTransformer):
         if self.changed:  # only imports this run made unused go; libcst checks every remaining use
             # libcst's check is a scope analysis of the whole module (on tf_keras's sources, half of fix's time);
             # a name still used as `tf.attr` is not unused, and needs none
-            used = _attribute_uses(updated.code, {asname or module.split(".")[0] for module, asname in self.tf_imports})
+            used = attribute_uses(updated.code, {asname or module.split(".")[0] for module, asname in self.tf_imports})
             for module, asname in self.tf_imports:
                 if (asname or module.split(".")[0]) not in used:
                     RemoveImportsVisitor.remove_unused_import(self.context, module, asname=asname)
         return updated
-
-
-def _attribute_uses(code: str, names: set[str]) -> set[str]:
-    """The names of `names` used as `name.attr` outside import statements (strings and comments do not count;
-    a use this misses, e.g. inside an f-string, only leaves the decision to libcst's scope analysis)."""
-    skip = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
-    used: set[str] = set()
-    start, in_import, last = True, False, ("", "")  # statement start; inside `import`/`from`; last two tokens
-    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-        if tok.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or tok.string == ";":
-            start, in_import, last = True, False, ("", "")
-            continue
-        if tok.type in skip:
-            continue
-        if start:
-            start, in_import = False, tok.type == tokenize.NAME and tok.string in ("import", "from")
-        if not in_import and tok.string == "." and last[1] in names and last[0] != ".":
-            used.add(last[1])
-        last = (last[1], tok.string)
-    return used
 
 
 def _local_as(a: cst.ImportAlias) -> str | None:
@@ -425,7 +463,7 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
     # quarter of fix's time on tf_keras's sources). tests/test_fix_layout.py checks the pipelines agree.
     tree = module.visit(cmd)
     if AddImportsVisitor.CONTEXT_KEY in context.scratch:
-        tree = _add_imports(context, tree)
+        tree = add_imports(context, tree)
     if RemoveImportsVisitor.CONTEXT_KEY in context.scratch:
         tree = RemoveImportsVisitor(context).transform_module(tree)  # a scope analysis: needs the whole tree
     kept = []
@@ -435,36 +473,6 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
             start = positions[node].start
             kept.append(f"{start.line}:{start.column + 1}: {message}")
     return tree.code, cmd.changed, kept
-
-
-def _head_length(body: Sequence[cst.BaseStatement]) -> int:
-    """How many statements AddImportsVisitor may read or change: a docstring or `__strict__` flag, the top
-    import block, and the statement after it (which may get a blank line before it). The same test as libcst's."""
-    def one(i: int, kinds: tuple[type, ...]) -> cst.BaseSmallStatement | None:
-        s = body[i] if i < len(body) else None
-        return s.body[0] if isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1 \
-            and isinstance(s.body[0], kinds) else None
-
-    first = one(0, (cst.Expr, cst.Assign))
-    docstring = isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
-    strict = isinstance(first, cst.Assign) and len(first.targets) == 1 \
-        and isinstance(first.targets[0].target, cst.Name) and first.targets[0].target.value == "__strict__"
-    i = int(docstring or strict)
-    while one(i, (cst.Import, cst.ImportFrom)) is not None:
-        i += 1
-    return i + 1
-
-
-def _add_imports(context: CodemodContext, tree: cst.Module) -> cst.Module:
-    body = list(tree.body)
-    n = _head_length(body)
-    if n > len(body):
-        return AddImportsVisitor(context).transform_module(tree)
-    # the statement after the head is stood in for by an empty one with its leading lines
-    stand_in = cst.SimpleStatementLine([cst.Pass()], leading_lines=body[n - 1].leading_lines)
-    head = AddImportsVisitor(context).transform_module(tree.with_changes(body=[*body[:n - 1], stand_in]))
-    *new_head, after = head.body
-    return tree.with_changes(body=[*new_head, body[n - 1].with_changes(leading_lines=after.leading_lines), *body[n:]])
 
 
 def fix_source(code: str, path: str = "<string>") -> tuple[str, int]:

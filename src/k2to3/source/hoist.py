@@ -13,6 +13,7 @@ Nothing here imports keras or runs the source."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from typing import Any
 
@@ -368,6 +369,32 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
 
 def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
                      module: str, build_fn: str | None = None) -> Resolution:
+    """`_resolve_in_files`, and once, as a warning, which --src files were read as Python 2 or skipped."""
+    res = _resolve_in_files(index, model_config, training_config, module, build_fn)
+    file_warnings(index, res)
+    return res
+
+
+def file_warnings(index: SourceIndex, res: Resolution) -> None:
+    """A file that cannot be parsed blocks nothing the model does not need from it; where a needed name is
+    missing, its error says which files were skipped."""
+    code = rules_mod.builtin_code("source_not_py3")
+    if index.py2:
+        files = "; ".join(f"{p} ({why})" for p, why in list(index.py2.items())[:5])
+        res.findings.append(Finding(code, "warning", f"{len(index.py2)} --src file(s) are Python 2, read after a "
+                                    f"mechanical 2->3 step (print/exec statements, except X, e, ...): {files}"))
+    if index.unparsed:
+        files = "; ".join(list(index.unparsed.values())[:5])
+        res.findings.append(Finding(code, "warning", f"{len(index.unparsed)} --src file(s) skipped, neither Python 3 "
+                                    f"nor Python 2: {files}", None, "fix the syntax if the model needs them"))
+        skipped = ", ".join(str(p) for p in list(index.unparsed)[:3])
+        needed = {rules_mod.builtin_code("source_missing"), rules_mod.builtin_code("lambda")}
+        res.findings = [dataclasses.replace(f, fix=f"{f.fix}; {skipped} could not be parsed and was skipped")
+                        if f.severity == "error" and f.code in needed else f for f in res.findings]
+
+
+def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
+                      module: str, build_fn: str | None = None) -> Resolution:
     """Resolve from several files (a tree, a --src directory): first from each single file that could hold what
     the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
     several scripts would be ambiguous), then from all of them together."""

@@ -59,3 +59,33 @@ def default(target: str, param: str) -> Any:
 
 def no_default() -> object:
     return _MISSING
+
+
+@cache
+def _calls() -> dict[str, tuple[tuple[str, ...], frozenset[str], str]]:
+    out = {}
+    for line in (rules_dir() / "keras3_signatures.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, pos, kw, flags = line.split("\t")
+            out[name] = (tuple(pos.split(",")) if pos != "-" else (), frozenset(kw.split(",")) if kw != "-"
+                         else frozenset(), flags.replace("-", ""))
+    return out
+
+
+def binds(target: str, n_positional: int, keywords: list[str]) -> str | None:
+    """Why a call of Keras 3's `target` with these arguments would not bind (None: it binds, or the signature is
+    not known); the same test as inspect.signature(...).bind on the installed Keras 3 (rules/keras3_signatures.txt)."""
+    sig = _calls().get(target)
+    if sig is None:
+        return None
+    pos, kwonly, flags = sig
+    if n_positional > len(pos) and "*" not in flags.replace("**", ""):
+        return f"takes {len(pos)} positional arguments, {n_positional} given"
+    taken = set(pos[:n_positional])
+    for k in keywords:
+        if k in taken:
+            return f"got multiple values for {k}"
+        if k not in pos and k not in kwonly and "**" not in flags:
+            return f"has no argument {k}="
+        taken.add(k)
+    return None

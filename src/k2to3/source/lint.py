@@ -14,7 +14,17 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from k2to3.source.classify import ADD_WEIGHT_KERAS2, LAMBDA, Aliases, CallArgs, Expr, classify_call, keras_name
+from k2to3.core.rules import keras_calls
+from k2to3.source.classify import (
+    LAMBDA,
+    Aliases,
+    CallArgs,
+    Expr,
+    add_weight_keywords,
+    arg_kind,
+    classify_call,
+    keras_name,
+)
 
 
 @dataclass(frozen=True)
@@ -172,13 +182,33 @@ class Linter:
             self.visit(stmt)
         self.loop_vars.pop()
 
+    def keyword_rules(self, node: ast.Call, q: str | None) -> None:
+        """K2T207/K2T208: keywords of a Keras API call that Keras 3 renamed or removed (rules/source.toml)."""
+        target = q if q is None or q.startswith("keras.") else keras_name(q)
+        rule = keras_calls().get(target or "")
+        if rule is None:
+            return
+        given = [k.arg for k in node.keywords if k.arg]
+        renamed = [f"{k}= -> {rule['rename'][k]}=" for k in given if k in rule["rename"]]
+        dropped = [f"{k}=" for k in given if k in rule["drop"]]
+        if renamed:
+            self.add(node, "K2T207", f"{target}: {', '.join(renamed)} (renamed in Keras 3)", True)
+        if dropped:
+            self.add(node, "K2T208", f"{target}: {', '.join(dropped)} dropped (Keras 3 has no such argument; "
+                     "tf.keras ignored it)", True)
+
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Attribute) and node.func.attr == "add_weight" and node.args \
-                and dotted(node.func.value) == "self" and len(node.args) <= len(ADD_WEIGHT_KERAS2):
-            names = ", ".join(ADD_WEIGHT_KERAS2[:len(node.args)])
-            self.add(node, "K2T205", f"self.add_weight with positional arguments ({names} in Keras 2; Keras 3's "
-                     "order starts shape, initializer)", True)
+                and dotted(node.func.value) == "self" and not any(isinstance(a, ast.Starred) for a in node.args):
+            names = add_weight_keywords([arg_kind(a) for a in node.args], {k.arg for k in node.keywords if k.arg})
+            if names is None:
+                self.add(node, "K2T205", "self.add_weight with positional arguments that would repeat a keyword it "
+                         "gives (Keras 3's order starts shape, initializer): write them as keywords", False)
+            else:
+                self.add(node, "K2T205", f"self.add_weight with positional arguments ({', '.join(names)} in "
+                         "Keras 2; Keras 3's order starts shape, initializer)", True)
         q = self.aliases.resolve(dotted(node.func))
+        self.keyword_rules(node, q)
         if q is not None:
             if keras_name(q) == LAMBDA:
                 self.lambda_layer(node)
