@@ -18,6 +18,7 @@ from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.findings import not_portable_line
+from k2to3.core.keras_versions import check_target
 from k2to3.core.options import ConvertOptions
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
@@ -26,6 +27,7 @@ from k2to3.formats.artifact import file_sha256
 from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
+from k2to3.pipeline import target as target_mod
 from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
@@ -61,6 +63,10 @@ def check_paths(opts: ConvertOptions) -> None:
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
     check_training_options(opts)
+    if opts.target_python is not None and opts.target_keras is None:
+        raise InputError("--target-python applies to --target-keras only", hint="add --target-keras 3.N")
+    if opts.target_keras is not None:
+        check_target(opts.target_keras)
     opts.checked()
 
 
@@ -143,10 +149,15 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
                                        progress, partial)
             started = time.perf_counter()
             _build(run, inp.pair, run.golden_args.get("build_fn"), tol_source)
+            if opts.target_keras:  # every backend below verifies the file as written for the target
+                report["target"] = target_mod.rewrite(run.keras, check_target(opts.target_keras))
             run_checks(run, VERIFY_STAGES)
+            if opts.target_keras:
+                target_mod.verify(run, report["target"], check_target(opts.target_keras), opts.target_python)
             _place(run, modules, partial_module)
             run.timings["total_seconds"] = round(time.perf_counter() - started, 3)
             set_verdict(report, plan.tf_only)
+            target_mod.settle(report)
             run_checks(run, [SAVED_STAGE])
             return report
     finally:
