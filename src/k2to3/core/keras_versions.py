@@ -53,6 +53,7 @@ class VersionRule:
     added: Version
     action: str
     defaults: dict[str, Any]
+    to: str | None
     what: str
     why: str
     before: str
@@ -79,7 +80,7 @@ def version_rules() -> tuple[VersionRule, ...]:
         defaults = ({k: json.loads(raw[k]) for k in keys} if isinstance(raw, dict)
                     else {k: json.loads(raw) for k in keys} if raw is not None else {})
         out.append(VersionRule(code=r["code"], title=r["title"], scope=r["scope"], classes=tuple(r["classes"]),
-                               keys=keys, added=parse_version(r["added"]), action=r["action"], defaults=defaults,
+                               keys=keys, added=parse_version(r["added"]), action=r["action"], defaults=defaults, to=r.get("to"),
                                what=r["what"], why=r["why"], before=r["before"], after=r["after"], fix=r["fix"]))
     return tuple(out)
 
@@ -106,6 +107,7 @@ class Change:
 def downgrade_config(config: Any, target: Version) -> tuple[Any, list[Change]]:
     """config.json in the dialect `target` reads; the keys dropped. A key `target` cannot express stops."""
     rules = [r for r in version_rules() if r.scope == "config" and target < r.added]
+    op_rules = [r for r in version_rules() if r.scope == "op" and target < r.added]
     changes: list[Change] = []
 
     def walk(node: Any, layer: str) -> Any:
@@ -119,6 +121,12 @@ def downgrade_config(config: Any, target: Version) -> tuple[Any, list[Change]]:
         out = {k: walk(v, here) for k, v in node.items()}
         if isinstance(out.get("config"), dict) and isinstance(node.get("class_name"), str):
             out["config"] = _apply(out["config"], node["class_name"], here, rules, target, changes)
+            if str(node.get("module", "")).startswith("keras.src.ops"):
+                out["config"] = _drop_op_keys(out["config"], here, node["class_name"], op_rules, changes)
+            for r in rules:  # K2T707: a class an older release knows by another name
+                if r.action == "rename-class" and node["class_name"] in r.classes and r.to:
+                    changes.append(Change(r.code, here, node["class_name"], "class_name"))
+                    out["class_name"] = r.to
         return out
 
     return walk(config, "model"), changes
@@ -132,14 +140,16 @@ def _is_object(node: dict[str, Any]) -> bool:
 def _apply(config: dict[str, Any], cls: str, layer: str, rules: list[VersionRule], target: Version,
            changes: list[Change]) -> dict[str, Any]:
     for r in rules:
-        if cls not in r.classes:
+        if cls not in r.classes or r.action == "rename-class":
             continue
         for key in r.keys:
             if key not in config:
                 continue
             if r.action == "translate":
-                config = {**config, key: _translate(r, key, config[key], layer, target)}
-                changes.append(Change(r.code, layer, cls, key))
+                new = _translate(r, key, config[key], layer, target)
+                if new != config[key]:
+                    config = {**config, key: new}
+                    changes.append(Change(r.code, layer, cls, key))
                 continue
             if r.action == "drop-if-default" and config[key] == r.defaults.get(key):
                 config = {k: v for k, v in config.items() if k != key}
@@ -147,6 +157,16 @@ def _apply(config: dict[str, Any], cls: str, layer: str, rules: list[VersionRule
                 continue
             raise NotPortable(f"{r.code}: layer '{layer}' ({cls}) sets {key}={json.dumps(config[key])}, which Keras "
                               f"{show(target)} cannot express", hint=f"target Keras {show(r.added)} or later")
+    return config
+
+
+def _drop_op_keys(config: dict[str, Any], layer: str, cls: str, rules: list[VersionRule],
+                  changes: list[Change]) -> dict[str, Any]:
+    for r in rules:
+        for key in r.keys:
+            if key in config:
+                config = {k: v for k, v in config.items() if k != key}
+                changes.append(Change(r.code, layer, cls, key))
     return config
 
 
@@ -171,7 +191,7 @@ def check_weight_paths(paths: list[str], target: Version) -> None:
         if r.scope != "weights" or target >= r.added:
             continue
         for p in paths:
-            if any(part in r.keys or part.rsplit("_", 1)[0] in r.keys and part.rsplit("_", 1)[-1].isdigit()
+            if any(part in r.keys or (part.rsplit("_", 1)[0] in r.keys and part.rsplit("_", 1)[-1].isdigit())
                    for part in p.split("/")):
                 raise NotPortable(f"{r.code}: weights at '{p}' are of sublayers in a nested container, which Keras "
                                   f"{show(target)} does not load", hint=f"target Keras {show(r.added)} or later")

@@ -26,9 +26,8 @@ def _import(path: str) -> None:
 
 
 def main(req: dict) -> dict:
-    import numpy as np
-
     import keras
+    import numpy as np
 
     import k2to3.portable  # noqa: F401  registers k2to3>* objects, as a user of the converted model does
 
