@@ -80,7 +80,8 @@ def version_rules() -> tuple[VersionRule, ...]:
         defaults = ({k: json.loads(raw[k]) for k in keys} if isinstance(raw, dict)
                     else {k: json.loads(raw) for k in keys} if raw is not None else {})
         out.append(VersionRule(code=r["code"], title=r["title"], scope=r["scope"], classes=tuple(r["classes"]),
-                               keys=keys, added=parse_version(r["added"]), action=r["action"], defaults=defaults, to=r.get("to"),
+                               keys=keys, added=parse_version(r["added"]), action=r["action"], defaults=defaults,
+                               to=r.get("to"),
                                what=r["what"], why=r["why"], before=r["before"], after=r["after"], fix=r["fix"]))
     return tuple(out)
 

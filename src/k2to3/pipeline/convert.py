@@ -28,6 +28,7 @@ from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline import target as target_mod
+from k2to3.pipeline import targetenv
 from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
@@ -66,7 +67,9 @@ def check_paths(opts: ConvertOptions) -> None:
     if opts.target_python is not None and opts.target_keras is None:
         raise InputError("--target-python applies to --target-keras only", hint="add --target-keras 3.N")
     if opts.target_keras is not None:
-        check_target(opts.target_keras)
+        target = check_target(opts.target_keras)
+        if opts.target_python is not None:  # its keras release, before any work
+            targetenv.named(opts.target_python, target, "jax")
     opts.checked()
 
 

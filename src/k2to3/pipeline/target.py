@@ -62,28 +62,34 @@ def verify(run: Run, section: dict[str, Any], target: Version, python: Path | No
                      f"({env.size_bytes / 2**20:.0f} MB): {env.python.parent.parent}")
     req = {"keras": str(run.keras), "inputs": run.npz("inputs"), "out": run.npz("out-target"),
            "modules": run.modules}
-    req_path = run.work / "target-request.json"
-    req_path.write_text(json.dumps(req))
-    script = run.work / SCRIPT.name
-    shutil.copy(SCRIPT, script)
-    home = run.work / "target-keras-home"
-    home.mkdir(exist_ok=True)
-    env_vars = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "KERAS_"))}
-    # the copy of k2to3/portable is all of k2to3 the target sees; -s keeps the user's site-packages out
-    env_vars.update(PYTHONPATH=str(targetenv.portable_path(run.work)), KERAS_BACKEND=env.backend,
-                    KERAS_HOME=str(home), PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
-    try:
-        r = subprocess.run([str(env.python), "-s", str(script), str(req_path)], capture_output=True, text=True,
-                           env=env_vars, cwd=run.work, timeout=TIMEOUT_SECONDS)
-        (run.work / "target.log").write_text(r.stderr)
-        line = next((x for x in r.stdout.splitlines() if x.startswith("K2TO3-TARGET ")), None)
-        reply = json.loads(line.split(" ", 1)[1]) if line else {
-            "error": f"the Keras {show(target)} worker exited with {r.returncode}: "
-                     f"{(r.stderr.strip().splitlines() or ['no output'])[-1][:300]}"}
-    except subprocess.TimeoutExpired:
-        reply = {"error": f"the Keras {show(target)} worker did not finish in {TIMEOUT_SECONDS} s"}
+    reply = run_script(env.python, env.backend, run.work, req, f"Keras {show(target)}")
     section.update(_judge(run, reply))
     run.progress(f"Keras {section.get('keras_version', show(target))} ({env.backend}): {section['status']}")
+
+
+def run_script(python: Path, backend: str, work: Path, request: dict[str, Any], what: str) -> Any:
+    """workers/target_load.py run by `python` with a copy of k2to3/portable alone on its path, a private KERAS_HOME
+    and no user site-packages; its reply (a dict, or a list for a batch request)."""
+    req_path = work / "target-request.json"
+    req_path.write_text(json.dumps(request))
+    script = work / SCRIPT.name
+    shutil.copy(SCRIPT, script)
+    home = work / "target-keras-home"
+    home.mkdir(exist_ok=True)
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "KERAS_"))}
+    env_vars.update(PYTHONPATH=str(targetenv.portable_path(work)), KERAS_BACKEND=backend, KERAS_HOME=str(home),
+                    PYTHONNOUSERSITE="1", OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    try:
+        r = subprocess.run([str(python), "-s", str(script), str(req_path)], capture_output=True, text=True,
+                           env=env_vars, cwd=work, timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the {what} worker did not finish in {TIMEOUT_SECONDS} s"}
+    (work / "target.log").write_text(r.stderr)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("K2TO3-TARGET ")), None)
+    if line is None:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"error": f"the {what} worker exited with {r.returncode}: {last}"}
+    return json.loads(line.split(" ", 1)[1])
 
 
 def _named_backend(run: Run) -> str:

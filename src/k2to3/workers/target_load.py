@@ -4,6 +4,8 @@ the inputs and writes the outputs. Needs only keras, numpy and the backend: the 
 k2to3/portable (and nothing else of k2to3) on PYTHONPATH.
 
     python target_load.py REQUEST.json   ->  one JSON line on stdout: versions, params, warnings (or an error)
+
+A request {"batch": [REQUEST, ...]} answers a list, one import of keras for many files.
 """
 
 from __future__ import annotations
@@ -52,14 +54,18 @@ def main(req: dict) -> dict:
                                 if "weight" in str(w.message).lower() or "skipping" in str(w.message).lower()})}
 
 
-if __name__ == "__main__":
-    with open(sys.argv[1]) as f:
-        request = json.load(f)
+def answer(req: dict) -> dict:
     try:
-        reply = main(request)
+        return main(req)
     except Exception as exc:  # the parent turns it into a one-line error; the traceback stays in the log
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-        reply = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
-    sys.stdout.write("K2TO3-TARGET " + json.dumps(reply) + "\n")
+        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:500]}
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        request = json.load(f)
+    replies = [answer(r) for r in request["batch"]] if "batch" in request else answer(request)
+    sys.stdout.write("K2TO3-TARGET " + json.dumps(replies) + "\n")
