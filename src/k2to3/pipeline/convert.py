@@ -24,11 +24,10 @@ from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
-from k2to3.pipeline import reference
+from k2to3.pipeline import reference, targetenv
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline import target as target_mod
-from k2to3.pipeline import targetenv
 from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
