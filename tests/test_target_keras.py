@@ -141,7 +141,8 @@ def test_docs_are_current():
 
 # -- end to end, one environment per target release (jax) -------------------------------------------------------
 F = FIXTURES
-CASES = [  # (target, name, legacy file and arguments): two of the representative set per release
+CASES = [  # (target, name, legacy file and arguments): two of the representative set per release; the first of a
+    # release creates its environment, "src_lambda" names it with --target-python (as a machine without an index)
     ("3.3", "cnn", [F / "h5" / "fm07_conv1d.h5"]),
     ("3.3", "src_lambda", [F / "src_models" / "lambda_args.h5", "--src", F / "src" / "k2_zoo.py"]),
     ("3.8", "rnn", [F / "h5" / "embedding_lstm.h5"]),
@@ -159,17 +160,25 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version,name,args", CASES, ids=[f"{v}-{n}" for v, n, _ in CASES])
-def test_converted_for_an_older_keras_loads_there_and_matches_the_golden(tmp_path, cache, version, name, args):
+def test_converted_for_an_older_keras_loads_there_and_matches_the_golden(tmp_path, cache, monkeypatch, version,
+                                                                         name, args):
     out = tmp_path / f"{name}.keras"
+    named = []
+    if name == "src_lambda":
+        monkeypatch.setenv("K2TO3_CACHE_DIR", str(cache))
+        named = ["--target-python", str(targetenv.ensure(env_version(version)).python)]
     r = subprocess.run([sys.executable, "-m", "k2to3", "convert", *map(str, args), "-o", str(out), "--backends",
-                        "jax", "--target-keras", version], capture_output=True, text=True,
+                        "jax", "--target-keras", version, *named], capture_output=True, text=True,
                        env={**ENV, "K2TO3_CACHE_DIR": str(cache)}, timeout=1200)
     report = json.loads((tmp_path / f"{name}.keras.report" / "report.json").read_text())
     t = report["target"]
     assert r.returncode == 0 and t["status"] == "parity", (t, r.stderr[-2000:])
     assert t["keras_version"].startswith(version + ".") and t["backend"] == "jax"
     assert report["reference"]["kind"] == "keras2-tf_keras" and t["outputs"] and t["warnings"] == []
-    assert t["environment"]["size_mb"] > 50 and t["environment"]["seconds"] > 0
+    if named:
+        assert t["environment"]["python"] == named[1] and not t["environment"]["created"]
+    else:
+        assert t["environment"]["size_mb"] > 50 and t["environment"]["seconds"] > 0
     config = json.loads(zipfile.ZipFile(out).read("config.json"))
     assert "input_axes" not in json.dumps(config)  # every target here is older than 3.15
 

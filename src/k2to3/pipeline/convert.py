@@ -68,7 +68,7 @@ def check_paths(opts: ConvertOptions) -> None:
     if opts.target_keras is not None:
         target = check_target(opts.target_keras)
         if opts.target_python is not None:  # its keras release, before any work
-            targetenv.named(opts.target_python, target, "jax")
+            targetenv.named(opts.target_python, target)
     opts.checked()
 
 

@@ -54,8 +54,7 @@ def _h5_paths(data: bytes) -> list[str]:
 
 def verify(run: Run, section: dict[str, Any], target: Version, python: Path | None) -> None:
     """Load run.keras with Keras `target` in its environment and compare with the reference outputs."""
-    backend = "jax" if python is None else _named_backend(run)
-    env = targetenv.named(python, target, backend) if python else targetenv.ensure(target, run.progress)
+    env = targetenv.named(python, target) if python else targetenv.ensure(target, run.progress)
     section["environment"] = env.to_json()
     if env.created:
         run.progress(f"created the Keras {env.keras_version} environment in {env.seconds:.0f} s "
@@ -90,14 +89,6 @@ def run_script(python: Path, backend: str, work: Path, request: dict[str, Any], 
         last = (r.stderr.strip().splitlines() or ["no output"])[-1][:300]
         return {"error": f"the {what} worker exited with {r.returncode}: {last}"}
     return json.loads(line.split(" ", 1)[1])
-
-
-def _named_backend(run: Run) -> str:
-    """With --target-python the backend is the one of the selected backends that interpreter has; jax first."""
-    for b in ("jax", "torch", "tensorflow"):
-        if b in run.options.backends:
-            return b
-    return "jax"
 
 
 def _judge(run: Run, reply: dict[str, Any]) -> dict[str, Any]:

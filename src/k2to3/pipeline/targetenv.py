@@ -45,20 +45,38 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _keras_of(python: Path) -> str:
-    """The keras release `python` imports, read from its metadata (no backend import)."""
-    code = "import importlib.metadata as m; print(m.version('keras'))"
-    r = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
+BACKEND_PREFERENCE = ("jax", "torch", "tensorflow")  # the lightest import first
+
+
+def _probe(python: Path) -> tuple[str, list[str]]:
+    """The keras release `python` has and the backends installed beside it, from metadata (nothing imported)."""
+    code = ("import importlib.metadata as m, importlib.util as u; print(m.version('keras')); "
+            f"print(' '.join(b for b in {BACKEND_PREFERENCE!r} if u.find_spec(b)))")
+    try:
+        r = subprocess.run([str(python), "-s", "-c", code], capture_output=True, text=True, timeout=120)
+    except OSError as exc:
+        raise InputError(f"--target-python {python}: cannot run it ({exc.strerror})",
+                         hint="name a python executable") from None
+    lines = r.stdout.splitlines()
+    if r.returncode != 0 or not lines:
         raise InputError(f"--target-python {python}: it has no keras", hint="pip install keras==3.N and a backend")
-    return r.stdout.strip()
+    return lines[0].strip(), (lines[1].split() if len(lines) > 1 else [])
 
 
-def named(python: Path, target: Version, backend: str) -> TargetEnv:
-    """--target-python: an interpreter the user keeps (a machine without index access); its keras must be 3.N."""
+def _keras_of(python: Path) -> str:
+    return _probe(python)[0]
+
+
+def named(python: Path, target: Version) -> TargetEnv:
+    """--target-python: an interpreter the user keeps (a machine without index access); its keras must be 3.N and
+    one backend must be installed beside it (jax, else torch, else tensorflow)."""
     if not python.is_file():
         raise InputError(f"--target-python {python}: no such interpreter", hint="name a python executable")
-    found = _keras_of(python)
+    found, backends = _probe(python)
+    if not backends:
+        raise InputError(f"--target-python {python}: no backend beside keras {found}",
+                         hint="pip install jax (or torch, or tensorflow) there")
+    backend = backends[0]
     if ".".join(found.split(".")[:2]) != show(target):
         raise InputError(f"--target-python {python}: it has keras {found}, not {show(target)}",
                          hint=f"pip install 'keras=={show(target)}.*' there, or pass --target-keras "
