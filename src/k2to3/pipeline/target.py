@@ -99,8 +99,13 @@ def _judge(run: Run, reply: dict[str, Any]) -> dict[str, Any]:
     with __import__("numpy").load(run.npz("out-target")) as z:
         got = [z[f"out{i}"] for i in range(len(z.files))]
     stats = compare_outputs(got, run.outputs, run.rtol, run.atol)
-    ok = all(s.allclose for s in stats) and not reply["warnings"]
-    return {**reply, "status": "parity" if ok else "mismatch", "outputs": [s.to_dict() for s in stats]}
+    opt = run.report.get("optimizer") or {}
+    # the saved optimizer state must reach the target too: its step counter is the file's
+    state_ok = opt.get("status") != "restored" or reply.get("optimizer_iterations") == opt.get("iteration")
+    ok = all(s.allclose for s in stats) and not reply["warnings"] and state_ok
+    return {**reply, "status": "parity" if ok else "mismatch", "outputs": [s.to_dict() for s in stats],
+            **({} if state_ok else {"error": f"optimizer step {reply.get('optimizer_iterations')} after loading, "
+                                             f"the file's is {opt.get('iteration')}"})}
 
 
 def settle(report: dict[str, Any]) -> None:

@@ -46,7 +46,11 @@ def main(req: dict) -> dict:
     flat = [np.asarray(keras.ops.convert_to_numpy(t)) for t in keras.tree.flatten(out)]
     np.savez(req["out"], **{f"out{i}": a for i, a in enumerate(flat)})
     backend = keras.backend.backend()
-    return {"keras_version": keras.__version__, "backend": backend,
+    opt = getattr(model, "optimizer", None)
+    # the optimizer state a resumed training starts from: its step counter shows the saved slots were read
+    iterations = int(keras.ops.convert_to_numpy(opt.iterations)) if opt is not None and opt.variables else None
+    return {"optimizer": type(opt).__name__ if opt is not None else None, "optimizer_iterations": iterations,
+            "keras_version": keras.__version__, "backend": backend,
             "library_version": str(getattr(sys.modules.get(backend), "__version__", "unknown")),
             "params": int(model.count_params()), "load_seconds": round(load_seconds, 3),
             # a weight an older Keras skips is only a warning there: the parent treats any load warning as a finding
