@@ -92,16 +92,20 @@ def test_a_config_for_3_3_drops_defaults_translates_and_renames():
     assert "input_axes" not in mid["config"]["layers"][1]["config"]["kernel_initializer"]["config"]
 
 
-@pytest.mark.parametrize("layer,target,needed", [
-    (_layer("BatchNormalization", "bn", renorm=True, renorm_clipping=None, renorm_momentum=0.99), (3, 13), "3.14"),
-    (_layer("MultiHeadAttention", "mha", num_heads=2, use_gate=True), (3, 8), "3.14"),
-    (_layer("Dense", "q", units=2, quantization_config={"mode": "int8"}), (3, 12), "3.13"),
+@pytest.mark.parametrize("code,layer,target,needed", [
+    ("K2T703", _layer("BatchNormalization", "bn", renorm=True, renorm_clipping=None, renorm_momentum=0.99), (3, 13),
+     "3.14"),
+    ("K2T704", _layer("MultiHeadAttention", "mha", num_heads=2, use_gate=True), (3, 8), "3.14"),
+    ("K2T702", _layer("Dense", "q", units=2, quantization_config={"mode": "int8"}), (3, 12), "3.13"),
 ])
-def test_a_key_the_target_cannot_express_stops_with_key_layer_and_release(layer, target, needed):
+def test_a_key_the_target_cannot_express_stops_with_key_layer_and_release(code, layer, target, needed):
     with pytest.raises(NotPortable) as exc:
         downgrade_config(_model(layer), target)
     name = layer["name"]
-    assert f"layer '{name}'" in exc.value.message and needed in exc.value.line()
+    assert exc.value.message.startswith(code) and f"layer '{name}'" in exc.value.message
+    assert needed in exc.value.line()
+    bn = _layer("BatchNormalization", "bn", axis=-1, renorm=False, renorm_clipping=None, renorm_momentum=0.99)
+    assert downgrade_config(_model(bn), target)[0]["config"]["layers"][0]["config"] == {"name": "bn", "axis": -1}
     assert next(k for k in layer["config"] if k in exc.value.message)
 
 
@@ -135,8 +139,12 @@ def test_bad_target_options_are_one_line_exit_2_and_write_nothing(tmp_path, args
     assert list(tmp_path.iterdir()) == []
 
 
-def test_docs_are_current():
+def test_docs_are_current_and_every_rule_is_tested_here():
     assert (ROOT / "docs" / "keras-versions.md").read_text() == docgen.render()
+    mine = Path(__file__).read_text()
+    # a rule is tested when this module exercises it by code or by a class or key only it names
+    untested = [r.code for r in version_rules() if r.code not in mine and not any(f'"{k}"' in mine for k in r.keys)]
+    assert untested == []
 
 
 # -- end to end, one environment per target release (jax) -------------------------------------------------------
