@@ -139,6 +139,21 @@ def test_bad_target_options_are_one_line_exit_2_and_write_nothing(tmp_path, args
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
+def test_a_real_file_whose_meaning_the_target_lacks_stops_exit_3_and_writes_nothing(tmp_path):
+    """tf_keras BatchNormalization(renorm=True) (tests/fixtures/make_target_fixtures.py) converts for Keras 3.15 but
+    not for 3.13; the stop comes before any environment is needed."""
+    out = tmp_path / "m.keras"
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(FIXTURES / "target" / "bn_renorm.h5"), "-o",
+                        str(out), "--backends", "jax", "--target-keras", "3.13"], capture_output=True, text=True,
+                       env={**ENV, "K2TO3_CACHE_DIR": str(tmp_path / "no-cache")}, timeout=600)
+    assert r.returncode == 3, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == ("error: K2T703: layer 'bn' (BatchNormalization) sets renorm=true, which Keras 3.13 cannot "
+                    "express (target Keras 3.14 or later)")
+    assert "Traceback" not in r.stderr and not out.exists() and not list(tmp_path.glob("m.keras*"))
+
+
 def test_docs_are_current_and_every_rule_is_tested_here():
     assert (ROOT / "docs" / "keras-versions.md").read_text() == docgen.render()
     mine = Path(__file__).read_text()
