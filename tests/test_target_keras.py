@@ -139,7 +139,6 @@ def test_bad_target_options_are_one_line_exit_2_and_write_nothing(tmp_path, args
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
 def test_a_real_file_whose_meaning_the_target_lacks_stops_exit_3_and_writes_nothing(tmp_path):
     """tf_keras BatchNormalization(renorm=True) (tests/fixtures/make_target_fixtures.py) converts for Keras 3.15 but
     not for 3.13; the stop comes before any environment is needed."""
