@@ -28,6 +28,7 @@ ALL = ("convert", "verify", "export")
 GRADS_MODES = ("train", "inference")
 
 VERIFICATION, SOURCE, TRAINING, OUTPUT = "Verification", "Model source", "Training checks", "Output"
+DEPLOY = "Deployment target"
 
 GRADS_HELP = ("Also compare the loss gradient w.r.t. every trainable variable on each backend with tf_keras's, on "
               "a seeded batch (training=True, dropout and noise off): report section `gradients`.")
@@ -136,6 +137,13 @@ class ConvertOptions(CheckOptions):
     save_golden: bool = option(False, "Also write OUTPUT's name + '.golden.npz' (inputs, reference outputs, "
                                "tolerances, versions) for `k2to3 verify --golden` after upgrading "
                                "keras/torch/jax.", group=OUTPUT, commands=("convert",))
+    target_keras: str | None = option(
+        None, "Write the config dialect an older Keras 3 reads (3.0 ... the current release) and verify the file "
+        "by loading it with that Keras in its own environment (created in the cache directory from the package "
+        "index; docs/convert.md).", group=DEPLOY, commands=("convert",))
+    target_python: Path | None = option(
+        None, "With --target-keras: an interpreter that already has that keras and a backend, instead of an "
+        "environment created from the package index.", group=DEPLOY, commands=("convert",))
 
 
 @dataclass(frozen=True, kw_only=True)

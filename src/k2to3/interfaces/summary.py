@@ -101,6 +101,14 @@ def print_summary(out: Console, report: dict[str, Any]) -> None:
     for check in CHECKS:  # each check's own lines (precision: which comparison decided the verdict)
         for line in check.console(report):
             out.print(line, highlight=False)
+    t = report.get("target")
+    if t:  # --target-keras: what the older release said, with its figures
+        worst = max((o["max_abs"] for o in t.get("outputs") or []), default=None)
+        fig = f", max abs {worst:.3g}" if worst is not None else ""
+        why = f": {t['error']}" if t.get("error") else ""
+        out.print(f"target Keras {t.get('keras_version', t['keras'])} ({(t.get('environment') or {}).get('backend')})"
+                  f": [bold]{t.get('status')}[/]{fig}; {len(t.get('dropped') or [])} keys rewritten for it{why}",
+                  highlight=False)
     led = report.get("ledger")  # absent from `k2to3 verify` reports: nothing was restored
     nv = report.get("numeric_verdict")
     numeric = f" (numerically: {nv})" if nv not in (None, "parity") else ""

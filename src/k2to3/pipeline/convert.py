@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from k2to3.checks.base import Progress, Run
-from k2to3.checks.export import EXPORTER_BACKEND, check_target, default_path, target
+from k2to3.checks.export import EXPORTER_BACKEND, default_path, target
+from k2to3.checks.export import check_target as check_export_target
 from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.findings import not_portable_line
+from k2to3.core.keras_versions import check_target as check_keras_target
 from k2to3.core.options import ConvertOptions
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
@@ -26,9 +28,10 @@ from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
 from k2to3.formats.checkpoint import prefix_of as checkpoint_prefix
 from k2to3.formats.pairs import find_config, is_weights_only
-from k2to3.pipeline import builders, reference
+from k2to3.pipeline import builders, reference, targetenv
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
+from k2to3.pipeline import target as target_mod
 from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.checkpoints import bridge_checkpoint, needs_no_source
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
@@ -67,12 +70,18 @@ def check_paths(opts: ConvertOptions) -> None:
     if opts.export is not None:
         _check_export(opts)
     check_training_options(opts)
+    if opts.target_python is not None and opts.target_keras is None:
+        raise InputError("--target-python applies to --target-keras only", hint="add --target-keras 3.N")
+    if opts.target_keras is not None:
+        release = check_keras_target(opts.target_keras)
+        if opts.target_python is not None:  # its keras release, before any work
+            targetenv.named(opts.target_python, release)
     opts.checked()
 
 
 def _check_export(opts: ConvertOptions) -> None:
     fmt = opts.export or ""
-    check_target(fmt, default_path(opts.output, fmt), opts.force, "--export")
+    check_export_target(fmt, default_path(opts.output, fmt), opts.force, "--export")
     if EXPORTER_BACKEND[fmt] not in ("tensorflow", *opts.backends):
         raise InputError(f"--export {fmt} exports on the {EXPORTER_BACKEND[fmt]} backend, not in --backends",
                          hint=f"add {EXPORTER_BACKEND[fmt]} to --backends")
@@ -162,10 +171,15 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
                                        partial)
             started = time.perf_counter()
             _build(run, inp.pair, run.golden_args.get("build_fn"), tol_source)
+            if opts.target_keras:  # every backend below verifies the file as written for the target
+                report["target"] = target_mod.rewrite(run.keras, check_keras_target(opts.target_keras))
             run_checks(run, VERIFY_STAGES)
+            if opts.target_keras:
+                target_mod.verify(run, report["target"], check_keras_target(opts.target_keras), opts.target_python)
             _place(run, modules, partial_module)
             run.timings["total_seconds"] = round(time.perf_counter() - started, 3)
             set_verdict(report, plan.tf_only)
+            target_mod.settle(report)
             run_checks(run, [SAVED_STAGE])
             return report
     finally:

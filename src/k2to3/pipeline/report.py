@@ -19,6 +19,7 @@ from k2to3.core.writable import write_atomic
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats import Input, checkpoint
 from k2to3.formats.artifact import file_sha256
+from k2to3.pipeline.target import markdown as target_markdown
 from k2to3.source.buildargs import cli_text
 from k2to3.upgrade.plan import Plan
 from k2to3.version import __version__
@@ -186,6 +187,7 @@ HEADER_KEYS = ("schema", "k2to3_version", "created", "command", "input", "output
 # report.md's sections after the header, in order: (heading, report.json keys it renders, renderer)
 SECTIONS: list[tuple[str, tuple[str, ...], Render]] = [
     *[(c.title, (c.key,), c.markdown) for c in CHECKS],
+    ("Target Keras", ("target",), target_markdown),
     ("From the source", ("source",), _source),
     ("Findings", ("findings",), _findings),
     ("Renamed layers", ("renames",), _renames),
