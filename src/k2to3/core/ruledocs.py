@@ -11,6 +11,7 @@ from typing import Any
 
 import tomllib
 
+from k2to3.core.keras_versions import show, version_rules
 from k2to3.core.rules import Rule, keras1_rules, layer_rules, rules_dir, source_rules
 
 CODE = re.compile(r"\bK2T\d{3}\b")
@@ -70,6 +71,13 @@ def _from_rule(r: Rule, file: str) -> RuleDoc:
                    r.classes, file)
 
 
+def _from_version(r: Any) -> RuleDoc:
+    """A rules/keras_versions.toml rule (`convert --target-keras`); its full table is docs/keras-versions.md."""
+    return RuleDoc(r.code, r.title, f"deployment: `k2to3 convert --target-keras 3.N` older than {show(r.added)}",
+                   "safe" if r.action != "stop" else "manual", r.what, r.why, r.before, r.after, r.fix,
+                   applies_to=r.classes, file="keras_versions.toml")
+
+
 def _from_optimizer(r: dict[str, Any]) -> RuleDoc:
     return RuleDoc(r["code"], r["title"], f"optimizer and training: `k2to3 convert`, {r['optimizer']}", r["status"],
                    r["what"], r["why"], r["before"], r["after"], r["fix"], file="optimizers.toml")
@@ -77,11 +85,12 @@ def _from_optimizer(r: dict[str, Any]) -> RuleDoc:
 
 @cache
 def rule_docs() -> dict[str, RuleDoc]:
-    """code -> doc for every rule of rules/{source,layers,keras1,optimizers}.toml, sorted by code."""
+    """code -> doc for every rule of rules/{source,layers,keras1,optimizers,keras_versions}.toml, sorted by code."""
     docs = [*(_from_rule(r, "source.toml") for r in source_rules()),
             *(_from_rule(r, "layers.toml") for r in layer_rules()),
             *(_from_rule(r, "keras1.toml") for r in keras1_rules()),
-            *(_from_optimizer(r) for r in optimizer_rules())]
+            *(_from_optimizer(r) for r in optimizer_rules()),
+            *(_from_version(r) for r in version_rules())]
     by = {d.code: d for d in docs}
     if len(by) != len(docs):
         raise ValueError(f"{rules_dir()}: a rule code is defined twice")
