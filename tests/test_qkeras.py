@@ -191,3 +191,21 @@ def test_audit_predicts_the_stop(name, code):
         assert row["verdict"] == "portable", row
     else:
         assert row["verdict"] == "blocked" and code in row["reason"], row
+
+
+def test_a_teams_own_qdense_is_not_taken_for_qkeras():
+    """A class named QDense whose config has none of qkeras's keys (a team's own layer, as in the audit store of
+    tests/fixtures/make_audit_store.py) is an unknown class (K2T902), not silently qkeras's QDense."""
+    from k2to3.upgrade.needs import collect_needs
+
+    own = {"class_name": "Functional", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "x", "batch_input_shape": [None, 4]}, "inbound_nodes": []},
+        {"class_name": "QDense", "config": {"name": "q", "units": 4, "activation": "relu", "use_bias": True},
+         "inbound_nodes": [[["x", 0, 0, {}]]]}],
+        "input_layers": [["x", 0, 0]], "output_layers": [["q", 0, 0]]}}
+    (need,) = [n for n in collect_needs(own, None) if n.kind == "class"]
+    assert need.class_name == "QDense" and not need.optional
+    spec = _layers(upgrade(own))["q"]
+    assert spec.get("registered_name") != "k2to3>QDense"
+    qk = _layers(_plan("qkeras_jet_tagger"))["fc1"]  # qkeras's own, with its kernel_quantizer key
+    assert qk["registered_name"] == "k2to3>QDense"

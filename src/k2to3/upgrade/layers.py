@@ -13,7 +13,7 @@ from k2to3.upgrade.bidirectional import backward_half
 from k2to3.upgrade.cudnn import CUDNN
 from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
-from k2to3.upgrade.qkeras import QUANTIZER_KEYS
+from k2to3.upgrade.qkeras import QUANTIZER_KEYS, is_qkeras
 from k2to3.upgrade.qkeras import upgrade_config as upgrade_qkeras
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ def layer_config(
     registered = None
     if class_name in CUDNN:  # K2T450: before the LSTM/GRU rules, which then apply to the result
         class_name, cfg = upgrade_cudnn(up, class_name, cfg, layer)
+    if class_name in QUANTIZER_KEYS and not is_qkeras(class_name, cfg):
+        renames = False  # named like a qkeras layer, configured like none: someone's own class (K2T902 or --src)
     if class_name in QUANTIZER_KEYS and renames:  # K2T440-K2T443: quantizers as plain data, before the renames
         cfg = upgrade_qkeras(up, class_name, cfg, layer)
     if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):

@@ -16,6 +16,18 @@ if TYPE_CHECKING:
 QUANTIZER_KEYS = {"QDense": ("kernel_quantizer", "bias_quantizer"), "QConv2D": ("kernel_quantizer", "bias_quantizer"),
                   "QBatchNormalization": ("beta_quantizer", "gamma_quantizer", "mean_quantizer",
                                           "variance_quantizer"), "QActivation": ()}
+# A key qkeras's get_config always writes for the class: a layer of that name without it is someone else's
+# class (a team's own "QDense"), left to --src or K2T902 rather than guessed to be qkeras's.
+SIGNATURE = {"QDense": "kernel_quantizer", "QConv2D": "kernel_quantizer", "QBatchNormalization": "gamma_quantizer",
+             "QActivation": "activation"}
+
+
+def is_qkeras(class_name: str, cfg: dict[str, Any]) -> bool:
+    """False for a class named like a qkeras layer whose config lacks what qkeras writes."""
+    key = SIGNATURE.get(class_name)
+    return key is None or key in cfg
+
+
 # qkeras's positional parameters, for string quantizers ("quantized_bits(6,0,alpha=1)")
 POSITIONAL = {"quantized_bits": ("bits", "integer", "symmetric", "keep_negative", "alpha", "use_stochastic_rounding"),
               "quantized_relu": ("bits", "integer", "use_sigmoid", "negative_slope", "use_stochastic_rounding",
