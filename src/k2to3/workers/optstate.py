@@ -71,9 +71,10 @@ def _assign_slots(keras: Any, opt: Any, inner: Any, state: Any, artifact: Legacy
             if not target_list and slot.slot == "vhat" and value.shape == (1,):
                 ignored.append(slot.saved_name)  # standalone Keras 2 Adam's placeholder when amsgrad=False
                 continue
-            if not target_list and slot.slot == "momentum" and state.class_name == "SGD":
-                # standalone Keras 2 SGD keeps moments even at momentum=0; they never enter an update there,
-                # and Keras 3's SGD creates none
+            if not target_list and slot.slot in ("momentum", "m") and state.class_name == "SGD":
+                # standalone Keras 2 SGD (`momentum`) and tf_keras >= 2.11's SGD (`m`, e.g. compile("sgd")) keep
+                # moments even at momentum=0; they never enter an update there (m = -lr*g + 0*m), and Keras 3's
+                # SGD creates none
                 ignored.append(slot.saved_name)
                 continue
             var = by_weight.get(slot.weight or "")
