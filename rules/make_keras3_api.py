@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -61,18 +62,26 @@ def _literal(value: object) -> str | None:
         return None
 
 
-def ops_signatures(keras: types.ModuleType, names: dict[str, str]) -> dict[str, dict]:
-    """keras.ops function (without "keras.ops.") -> {"positional": [names in order], "defaults": {name: repr}}."""
-    out: dict[str, dict] = {}
+def _signatures(keras: types.ModuleType, names: dict[str, str],
+                kinds: tuple[str, ...]) -> Iterator[tuple[str, inspect.Signature]]:
+    """(dotted name, signature) of every public name of `kinds`, in name order; names without one are skipped."""
     for dotted, kind in sorted(names.items()):
-        if kind != "function" or not dotted.startswith("keras.ops."):
+        if kind not in kinds:
             continue
         obj = keras
         for part in dotted.split(".")[1:]:
             obj = getattr(obj, part)
         try:
-            sig = inspect.signature(obj)
+            yield dotted, inspect.signature(obj)
         except (TypeError, ValueError):
+            continue
+
+
+def ops_signatures(keras: types.ModuleType, names: dict[str, str]) -> dict[str, dict]:
+    """keras.ops function (without "keras.ops.") -> {"positional": [names in order], "defaults": {name: repr}}."""
+    out: dict[str, dict] = {}
+    for dotted, sig in _signatures(keras, names, ("function",)):
+        if not dotted.startswith("keras.ops."):
             continue
         positional = [p.name for p in sig.parameters.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -88,16 +97,7 @@ def call_signatures(keras: types.ModuleType, names: dict[str, str]) -> list[str]
     """One line per public class or function: `name<TAB>positional<TAB>keyword-only<TAB>flags` (comma-separated
     parameter names; flags `*` and/or `**` for *args / **kwargs; `-` for none), what `fix` binds a call to."""
     lines = []
-    for dotted, kind in sorted(names.items()):
-        if kind not in ("class", "function"):
-            continue
-        obj = keras
-        for part in dotted.split(".")[1:]:
-            obj = getattr(obj, part)
-        try:
-            sig = inspect.signature(obj)
-        except (TypeError, ValueError):
-            continue
+    for dotted, sig in _signatures(keras, names, ("class", "function")):
         ps = sig.parameters.values()
         pos = [p.name for p in ps if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         kw = [p.name for p in ps if p.kind == p.KEYWORD_ONLY]

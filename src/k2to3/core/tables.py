@@ -7,16 +7,14 @@ release rebuilds it; an unwritable or damaged cache only means the tables are bu
 from __future__ import annotations
 
 import json
-import os
 import zlib
-from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from k2to3.core import optable
-from k2to3.core.paths import PACKAGE_DIR, cache_dir, rules_dir
+from k2to3.core.paths import PACKAGE_DIR, cache_dir, rules_dir, store_json
 from k2to3.version import __version__
 
 SOURCES = ("ops.toml", "source.toml", "tf_names.tsv", "keras3_ops_signatures.json")
@@ -106,16 +104,6 @@ def _load(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("key") == path.stem else None
 
 
-def _store(path: Path, data: dict[str, Any]) -> None:
-    """Written whole or not at all (a temporary file renamed into place): a concurrent run reads either."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:  # a read-only home must not break lint
-        with suppress(OSError):
-            tmp.unlink(missing_ok=True)
 
 
 @cache
@@ -125,5 +113,5 @@ def lint_tables() -> LintTables:
     data = _load(path)
     if data is None:
         data = {"key": k, **build()}
-        _store(path, data)
+        store_json(path, data)
     return from_data(data)

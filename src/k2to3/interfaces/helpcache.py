@@ -13,11 +13,10 @@ import re
 import sys
 import zlib
 from collections.abc import Callable
-from contextlib import suppress
 from pathlib import Path
 from typing import Any, TextIO
 
-from k2to3.core.paths import cache_dir
+from k2to3.core.paths import cache_dir, store_json
 
 HELP = ("--help", "-h")
 _WORD = re.compile(r"[a-z][a-z0-9_-]{0,30}")  # a command name, not a path or an option value
@@ -129,16 +128,7 @@ def render(args: list[str], full: Callable[[], None]) -> None:
     if code is None:
         code = 0
     if isinstance(code, int):
-        _store(path, {"stdout": "".join(out.text), "stderr": "".join(err.text), "code": code})
+        store_json(path, {"stdout": "".join(out.text), "stderr": "".join(err.text), "code": code})
     sys.exit(code)
 
 
-def _store(path: Path, entry: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(entry), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:  # a read-only home: the help is rendered every time
-        with suppress(OSError):
-            tmp.unlink(missing_ok=True)
