@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,7 @@ from conftest import FIXTURES
 
 import k2to3
 from k2to3.core import optable, tables
-from k2to3.source import parallel
 from k2to3.source.files import Config
-from k2to3.source.parallel import map_items
 from k2to3.source.run import lint_paths
 
 FAST = [sys.executable, "-m", "k2to3"]
@@ -214,42 +211,43 @@ def test_prefilter_keeps_a_file_whose_only_finding_needs_no_import(tmp_path):
     assert [f.code for f in lint_paths([tmp_path], Config()).findings] == ["K2T205"]
 
 
+# The pool forks, which it refuses in a process with other threads (a started backend pool, pytest-xdist): these
+# run in a fresh interpreter of their own, so they run in every suite, not only when collected first.
+POOL_SCRIPT = r"""
+import os, sys, time
+from pathlib import Path
+from k2to3.source.parallel import _can_fork, map_items
+
+assert _can_fork(), "a fresh interpreter can fork"
 PARENT = os.getpid()
-DIED = Path(os.environ.get("TMPDIR", "/tmp")) / f"k2to3-test-died-{PARENT}"
 
 
-def _die_in_child(x: int) -> int:
+def slow(x):
+    time.sleep(0.005)  # long enough that the parent cannot claim every chunk before the child starts
+    return x, os.getpid()
+
+
+def die(x):
     if os.getpid() != PARENT:
-        DIED.touch()
+        Path(sys.argv[1]).touch()
         os._exit(3)  # a worker killed in the middle of a chunk
     time.sleep(0.002)
     return x * x
 
 
-@pytest.fixture
-def forks() -> None:
-    if not parallel._can_fork():
-        pytest.skip("another thread runs in this test process: the pool runs serially there")
+got = map_items(slow, list(range(200)), jobs=2)
+assert [x for x, _ in got] == list(range(200)), "order"
+assert len({pid for _, pid in got}) == 2, "a second process"
+assert map_items(die, list(range(200)), jobs=2) == [x * x for x in range(200)], "a dead worker's chunks"
+assert Path(sys.argv[1]).exists(), "the child did take a chunk, and died with it"
+print("ok")
+"""
 
 
-def _slow(x: int) -> tuple[int, int]:
-    time.sleep(0.005)  # long enough that the parent cannot claim every chunk before the child starts
-    return x, os.getpid()
-
-
-def test_pool_uses_other_processes_and_keeps_the_order(forks):
-    got = map_items(_slow, list(range(200)), jobs=2)
-    assert [x for x, _ in got] == list(range(200)) and len({pid for _, pid in got}) == 2
-
-
-def test_pool_redoes_the_chunks_of_a_dead_worker(forks):
-    items = list(range(200))
-    DIED.unlink(missing_ok=True)
-    try:
-        assert map_items(_die_in_child, items, jobs=2) == [x * x for x in items]
-        assert DIED.exists()  # the child did take a chunk, and died with it
-    finally:
-        DIED.unlink(missing_ok=True)
+def test_pool_uses_other_processes_keeps_the_order_and_redoes_a_dead_workers_chunks(tmp_path):
+    r = subprocess.run([sys.executable, "-c", POOL_SCRIPT, str(tmp_path / "died")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
 
 
 def test_cached_tables_are_the_op_tables(tmp_path, monkeypatch):
