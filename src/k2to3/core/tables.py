@@ -33,6 +33,8 @@ class LintTables:
     obsolete: dict[str, tuple[str, str]]  # optable.backend_obsolete
     positional: dict[str, tuple[str, ...]]  # keras.ops function -> the parameters it takes positionally
     rules: tuple[dict[str, str], ...]  # rules/source.toml: code, title, what, why, fix (lint's codes, SARIF)
+    calls: dict[str, dict[str, Any]]  # rules/source.toml [[call]]: Keras 3 name -> rename / drop (rules.keras_calls)
+    add_weight: dict[str, tuple[str, ...]]  # rules/source.toml [add_weight] (rules.add_weight_orders)
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -58,7 +60,7 @@ def digest(data: bytes) -> str:
 
 def build() -> dict[str, Any]:
     """The tables as JSON-ready data, from rules/ (validated by optable as it indexes them)."""
-    from k2to3.core.rules import source_rules
+    from k2to3.core.rules import add_weight_orders, keras_calls, source_rules
 
     optable.by_tf_name(), optable.by_backend_name()  # duplicate names raise here, not in a cached copy
     ops = [{k: v for k, v in e.items() if k not in UNUSED} for e in optable.raw_table()["op"]]
@@ -71,6 +73,8 @@ def build() -> dict[str, Any]:
         "positional": {name: s["positional"] for name, s in sigs.items()},
         "rules": [{"code": r.code, "title": r.title, "what": r.what, "why": r.why, "fix": r.fix}
                   for r in source_rules()],
+        "calls": keras_calls(),
+        "add_weight": add_weight_orders(),
     }
 
 
@@ -93,7 +97,8 @@ def from_data(data: dict[str, Any]) -> LintTables:
         tf_known=frozenset(by_tf.keys() | set(aliases.values())), config=data["config"],
         obsolete={k: (v[0], v[1]) for k, v in data["obsolete"].items()},
         positional={k: tuple(v) for k, v in data["positional"].items()},
-        rules=tuple(data["rules"]))
+        rules=tuple(data["rules"]), calls=data["calls"],
+        add_weight={k: tuple(v) for k, v in data["add_weight"].items()})
 
 
 def _load(path: Path) -> dict[str, Any] | None:

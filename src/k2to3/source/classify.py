@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k2to3.core import optable as ops
-from k2to3.core import rules as rules_mod
 from k2to3.core.tables import lint_tables
 
 TF = "tensorflow."
@@ -212,7 +211,7 @@ def arg_kind(node: ast.expr) -> str:
 def add_weight_keywords(kinds: list[str], keywords: set[str]) -> tuple[str, ...] | None:
     """The keywords self.add_weight's positionals (of `kinds`) stand for, in the Keras 2 order their values
     point at (rules/source.toml [add_weight]); None when that would repeat a keyword the call already gives."""
-    orders = rules_mod.add_weight_orders()
+    orders = lint_tables().add_weight
     first = kinds[0] if kinds else "other"
     old = first == "shape" or (first == "other" and "name" in keywords and "shape" not in keywords)
     order = orders["keras_2_0" if old else "keras_2"]

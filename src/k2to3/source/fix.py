@@ -13,7 +13,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from k2to3.core.rules import keras_calls
+from k2to3.core.tables import lint_tables
 from k2to3.source import keras3api
 from k2to3.source.classify import (
     LAMBDA,
@@ -211,7 +211,7 @@ class FixCommand(cst.CSTTransformer):
             target = _switched(self.aliases.resolve(dotted_name(call.func)))
             if target is None or not keras3api.exists(target):
                 continue
-            rule = keras_calls().get(target, {"rename": {}, "drop": []})
+            rule = lint_tables().calls.get(target, {"rename": {}, "drop": []})
             keywords = [rule["rename"].get(a.keyword.value, a.keyword.value) for a in call.args
                         if a.keyword is not None and a.keyword.value not in rule["drop"]]
             why = keras3api.binds(target, sum(a.keyword is None for a in call.args), keywords)
@@ -292,7 +292,7 @@ class FixCommand(cst.CSTTransformer):
 
     def _keyword_rules(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         """K2T207/K2T208: keywords Keras 3 renamed (renamed in place) or removed and tf.keras ignored (dropped)."""
-        rule = keras_calls().get(keras_name(self.aliases.resolve(dotted_name(original.func)) or "") or "")
+        rule = lint_tables().calls.get(keras_name(self.aliases.resolve(dotted_name(original.func)) or "") or "")
         if rule is None or not any(a.keyword is not None and (a.keyword.value in rule["rename"] or
                                                                   a.keyword.value in rule["drop"])
                                    for a in updated.args):

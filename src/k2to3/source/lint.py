@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
-from k2to3.core.rules import keras_calls
+from k2to3.core.tables import lint_tables
 from k2to3.source.classify import (
     LAMBDA,
     Aliases,
@@ -185,7 +185,7 @@ class Linter:
     def keyword_rules(self, node: ast.Call, q: str | None) -> None:
         """K2T207/K2T208: keywords of a Keras API call that Keras 3 renamed or removed (rules/source.toml)."""
         target = q if q is None or q.startswith("keras.") else keras_name(q)
-        rule = keras_calls().get(target or "")
+        rule = lint_tables().calls.get(target or "")
         if rule is None:
             return
         given = [k.arg for k in node.keywords if k.arg]
