@@ -62,6 +62,22 @@ class VersionRule:
 
 
 @dataclass(frozen=True)
+class ExportStop:
+    """What an export format is known not to take, as the audit predicts it from a config (`[[export_stop]]`)."""
+    code: str
+    title: str
+    format: str
+    when: str  # op | dtype_policy | variable_length_rnn
+    values: tuple[str, ...]
+    measured: str
+    what: str
+    why: str
+    before: str
+    after: str
+    fix: str
+
+
+@dataclass(frozen=True)
 class EnvSpec:
     backend: str
     packages: tuple[str, ...]
@@ -84,6 +100,19 @@ def version_rules() -> tuple[VersionRule, ...]:
                                to=r.get("to"),
                                what=r["what"], why=r["why"], before=r["before"], after=r["after"], fix=r["fix"]))
     return tuple(out)
+
+
+@cache
+def export_stops() -> tuple[ExportStop, ...]:
+    return tuple(ExportStop(code=r["code"], title=r["title"], format=r["format"], when=r["when"],
+                            values=tuple(r["values"]), measured=r["measured"], what=r["what"], why=r["why"],
+                            before=r["before"], after=r["after"], fix=r["fix"]) for r in _table()["export_stop"])
+
+
+def candidate_targets(now: Version) -> list[Version]:
+    """The releases a lowest target can be: 3.0 and each release a rule names (between two of them the dialect does
+    not change), up to `now`."""
+    return sorted(v for v in {(3, 0), *(r.added for r in version_rules())} if v <= now)
 
 
 def env_spec(target: Version) -> EnvSpec:

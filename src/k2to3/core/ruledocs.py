@@ -11,7 +11,7 @@ from typing import Any
 
 import tomllib
 
-from k2to3.core.keras_versions import show, version_rules
+from k2to3.core.keras_versions import export_stops, show, version_rules
 from k2to3.core.rules import Rule, keras1_rules, layer_rules, rules_dir, source_rules
 
 CODE = re.compile(r"\bK2T\d{3}\b")
@@ -78,6 +78,12 @@ def _from_version(r: Any) -> RuleDoc:
                    applies_to=r.classes, file="keras_versions.toml")
 
 
+def _from_export(r: Any) -> RuleDoc:
+    """A rules/keras_versions.toml `[[export_stop]]`: a stop `k2to3 audit` predicts for an export format."""
+    return RuleDoc(r.code, r.title, f"deployment: `k2to3 export --format {r.format}` (predicted by `k2to3 audit`)",
+                   "manual", r.what, r.why, r.before, r.after, r.fix, file="keras_versions.toml")
+
+
 def _from_optimizer(r: dict[str, Any]) -> RuleDoc:
     return RuleDoc(r["code"], r["title"], f"optimizer and training: `k2to3 convert`, {r['optimizer']}", r["status"],
                    r["what"], r["why"], r["before"], r["after"], r["fix"], file="optimizers.toml")
@@ -90,7 +96,8 @@ def rule_docs() -> dict[str, RuleDoc]:
             *(_from_rule(r, "layers.toml") for r in layer_rules()),
             *(_from_rule(r, "keras1.toml") for r in keras1_rules()),
             *(_from_optimizer(r) for r in optimizer_rules()),
-            *(_from_version(r) for r in version_rules())]
+            *(_from_version(r) for r in version_rules()),
+            *(_from_export(r) for r in export_stops())]
     by = {d.code: d for d in docs}
     if len(by) != len(docs):
         raise ValueError(f"{rules_dir()}: a rule code is defined twice")

@@ -21,6 +21,7 @@ from k2to3.source.files import SKIP_DIRS
 from k2to3.source.hoist import resolve_in_files
 from k2to3.stores import locations as store
 from k2to3.stores.discover import Entry
+from k2to3.stores.targets import static_targets
 from k2to3.upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
 from k2to3.upgrade.needs import auto_named, collect_needs, walk_layers
 
@@ -70,7 +71,10 @@ def _resolve(index: SourceIndex, model_config: dict[str, Any], training_config: 
 def static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None,
                    memo: dict[str, Any] | None = None) -> dict[str, Any]:
     with memo_reads():  # one HDF5 read per file, not four
-        return _static_verdict(path, defs, index, memo)
+        row = _static_verdict(path, defs, index, memo)
+    if row["verdict"] == "blocked":  # nothing to deploy until it converts
+        row.pop("targets", None)
+    return row
 
 
 def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None = None,
@@ -106,6 +110,8 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
                rules=dict(Counter(f.code for f in plan.findings if f.severity != "error")),
                tf_ops=ops, n_op_layers=sum(v for k, v in counts.items() if k in OP_LAYER_CLASSES))
     errors = plan.errors
+    tf_only = bool(plan.tf_only) or any(e.code == "K2T904" for e in errors)
+    row["targets"] = static_targets(plan, set(ops), "tf-only" if tf_only else "")
     if not errors and plan.tf_only:
         t = plan.tf_only[0]
         return {**row, "verdict": "tf-only", "reason": f"{t['reason']} at layer '{t['layer']}' (kept as a TF call)"}

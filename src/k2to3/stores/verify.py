@@ -15,6 +15,7 @@ from k2to3.core.options import ConvertOptions
 from k2to3.errors import K2to3Error
 from k2to3.stores import locations
 from k2to3.stores.cache import AUDIT_CACHE, StoreCache, content_key
+from k2to3.stores.targets import converted_targets
 
 CONVERTIBLE = ("hdf5", "zip", "savedmodel")
 
@@ -56,7 +57,8 @@ def verify_one(path: Path, out_dir: Path, pool: Any, sources: tuple[str, ...] = 
         return {"converted": False, "verdict": "error", "reason": exc.line(), "seconds": time.perf_counter() - t0}
     layer_errors = {b: v.get("layer_errors", []) for b, v in rep["backends"].items() if v.get("layer_errors")}
     return {"converted": True, "verdict": rep["verdict"], "output": str(target),
-            "reference": rep["reference"].get("kind"), "optimizer": optimizer_summary(rep.get("optimizer")),
+            "targets": converted_targets(target, rep), "reference": rep["reference"].get("kind"),
+            "optimizer": optimizer_summary(rep.get("optimizer")),
             "backends": backend_summary(rep), "layer_errors": layer_errors, "seconds": time.perf_counter() - t0}
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from k2to3.core.keras_versions import show, version_rules
+from k2to3.core.keras_versions import export_stops, show, version_rules
 
 HEADER = """# Keras 3 versions: what `--target-keras` rewrites
 
@@ -14,6 +14,18 @@ Generated from `rules/keras_versions.toml` by `python -m k2to3.interfaces.docgen
 
 | code | title | added in | action |
 |---|---|---|---|
+"""
+
+
+EXPORT_HEADER = """
+# Export formats: the stops `k2to3 audit` predicts
+
+`k2to3 audit` predicts from an artifact's config which export formats (`k2to3 export --format`) it reaches
+(docs/audit.md#deployment-targets): a format is a predicted stop when one of these applies, else predicted reachable.
+Each is a stop docs/export.md#stops records; `measured` names the fixture `tests/test_export.py` measured it on.
+
+| code | title | format | applies when | measured on |
+|---|---|---|---|---|
 """
 
 
@@ -30,6 +42,14 @@ def render() -> str:
         out.append(f"**What it does.** {r.what}\n\n**Why.** {r.why}\n\n")
         out.append(f"**Before:**\n\n```\n{r.before}\n```\n\n**After:**\n\n```\n{r.after}\n```\n\n")
         out.append(f"**Fix.** {r.fix}\n")
+    out.append(EXPORT_HEADER)
+    stops = export_stops()
+    for s in stops:
+        out.append(f"| [{s.code}](#{s.code.lower()}) | {s.title} | {s.format} | {s.when}: "
+                   f"{', '.join(f'`{v}`' for v in s.values)} | {f'`{s.measured}`' if s.measured else '-'} |\n")
+    for s in stops:
+        out.append(f"\n## {s.code}\n\n**{s.title}** (format: {s.format})\n\n**What.** {s.what}\n\n"
+                   f"**Why.** {s.why}\n\n**Before:** {s.before}\n\n**After:** {s.after}\n\n**Fix.** {s.fix}\n")
     return "".join(out)
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from k2to3.core import ruledocs
 from k2to3.core.text import plural
+from k2to3.stores import targets
 from k2to3.stores.auditreport.model import optimizer_text
 
 
@@ -42,8 +43,9 @@ def to_markdown(m: dict[str, Any]) -> str:
                          f"{', '.join(f'`{x}`' for x in b['examples'])} |")
     else:
         lines.append("None: every artifact is portable." if s["artifacts"] else "None: no artifact was found.")
-    lines += ["", "## Artifacts", "", "| artifact | verdict | effort | evidence | optimizer state | reason | "
-              "next command | custom objects from | rules | Keras |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["", "## Artifacts", "", "| artifact | verdict | effort | evidence | optimizer state | deployment "
+              "targets | reason | next command | custom objects from | rules | Keras |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for a in m["artifacts"]:
         v = a.get("verify")
         if v:
@@ -55,7 +57,9 @@ def to_markdown(m: dict[str, Any]) -> str:
         cmd = f"`{a['next']}`" if a.get("next") else "blocked"
         rules = ", ".join(f"{k}×{n}" for k, n in a.get("rules", {}).items())
         lines.append(f"| `{a['relpath']}` | {a['verdict']} | {a['effort']} | {ev} | "
-                     f"{_cell(optimizer_text(a.get('optimizer_state')))} | {_cell(a['reason'])} | {cmd} | "
+                     f"{_cell(optimizer_text(a.get('optimizer_state')))} | "
+                     f"{_cell(targets.summary(a.get('targets')) or 'blocked')} | "
+                     f"{_cell(a['reason'])} | {cmd} | "
                      f"{', '.join(a['custom_sources'])} | {rules} | {a.get('keras_version') or ''} |")
     if m["source_files"]:
         lines += ["", "## Source files (by effort: findings left after `k2to3 fix`)", "",

@@ -13,6 +13,7 @@ from typing import Any
 
 from k2to3.core import ruledocs
 from k2to3.core import rules as rules_mod
+from k2to3.stores import targets
 
 SCHEMA = "k2to3.audit/2"
 VERDICTS = ("portable", "portable with source", "tf-only", "blocked")
@@ -174,8 +175,8 @@ def cited_rules(blockers: list[dict[str, Any]], arts: list[dict[str, Any]], file
 
 def build(rep: dict[str, Any]) -> dict[str, Any]:
     """The report model: run_audit's report with the schema-2 fields added (summary, blockers, source_files and
-    per-artifact relpath, evidence, worst_error, next, custom_sources, causes, effort; rules: the docs of the codes
-    it cites)."""
+    per-artifact relpath, evidence, worst_error, next, custom_sources, causes, effort, targets; rules: the docs of
+    the codes it cites)."""
     documented = ruledocs.rule_docs()
     root = audit_root(rep["paths"])
     arts = []
@@ -187,7 +188,7 @@ def build(rep: dict[str, Any]) -> dict[str, Any]:
         row = {**a, "relpath": rel, "evidence": "verified" if v else "static",
                "worst_error": _worst_error(v) if v else None, "next": next_command(a, rel, root),
                "custom_sources": custom_sources(a, root), "causes": [k for k, _, _ in cs], "effort": len(cs),
-               "optimizer_state": optimizer_state(a)}
+               "optimizer_state": optimizer_state(a), "targets": targets.merged(a)}
         arts.append(row)
         for key, code, label in cs:
             b = blockers.setdefault(key, {"cause": key, "code": code, "label": label, "artifacts": 0,

@@ -26,7 +26,7 @@ th[aria-sort=descending]::after{content:" \\25bc"}.portable{color:#137333}.with-
 .card{border:1px solid #ddd;border-radius:6px;padding:.6em 1em;background:#fafafa}.card b{font-size:20px}
 .verdict-chart{margin-top:.6em}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:.4em .8em}
 .controls{margin:.4em 0}.controls *{margin-right:.5em}svg{background:#fafafa;border:1px solid #ddd}.muted{color:#666}
-.opt-restored{color:#137333}.opt-dropped{color:#b3261e}
+.opt-restored{color:#137333}.opt-dropped{color:#b3261e}.reach-stop,.reach-no{color:#b3261e}
 .js #artifacts tbody tr:nth-child(n+101),.js #sources tbody tr:nth-child(n+101){display:none}"""
 
 SCRIPT = """(function(){
@@ -157,8 +157,25 @@ def _artifact_row(a: dict[str, Any], root: str) -> str:
     ocls = f" class='opt-{opt['status']}'" if opt else ""
     return (f"<tr><td><code>{e(a['relpath'])}</code></td><td class='{_cls(a['verdict'])}'>{e(a['verdict'])}</td>"
             f"<td data-k='{a['effort']}'>{a['effort']}</td><td>{evidence}{plots}</td>"
-            f"<td{ocls}>{e(optimizer_text(opt))}</td><td>{e(a['reason'])}</td>"
+            f"<td{ocls}>{e(optimizer_text(opt))}</td><td class='targets'>{_targets(a.get('targets'))}</td>"
+            f"<td>{e(a['reason'])}</td>"
             f"<td>{cmd}</td><td>{srcs}</td><td>{e(rules)}</td><td>{e(str(a.get('keras_version') or ''))}</td></tr>")
+
+
+def _targets(t: dict[str, Any] | None) -> str:
+    """The deployment-targets cell: the lowest Keras 3 release and each format, its reason on hover."""
+    if not t:
+        return "<span class='muted'>blocked</span>"
+    k = t["keras"]
+    ver = k.get("verified")
+    keras = (f"Keras &ge; {e(k['lowest'])} <span class='muted'>({e(k['evidence'])}</span>"
+             if k.get("lowest") else "no Keras 3 release <span class='muted'>(")
+    keras += (f"<span class='muted'>; {e(ver['keras'])} {e(ver['status'])})</span>" if ver
+              else "<span class='muted'>)</span>")
+    fmts = ", ".join(f"<span title='{e(f['reason'])}' class='reach-{e(f['reach'])}'>{e(fmt)}"
+                     + (f" {e(f['reach'])} ({e(f.get('code') or '')})" if f["reach"] != "predicted" else "")
+                     + "</span>" for fmt, f in t["formats"].items())
+    return f"{keras}<br>{fmts}"
 
 
 def _source_row(f: dict[str, Any]) -> str:
@@ -208,7 +225,8 @@ def to_html(m: dict[str, Any]) -> str:
     arts = "".join(_artifact_row(a, m["root"]) for a in m["artifacts"])
     art_table = ("<h2>Artifacts</h2>" + _controls("artifacts", 1) + "<table id='artifacts'><thead><tr>"
                  "<th data-key='path'>artifact</th><th data-key='verdict'>verdict</th>"
-                 "<th data-key='effort' data-num>effort</th><th>evidence</th><th>optimizer state</th><th>reason</th>"
+                 "<th data-key='effort' data-num>effort</th><th>evidence</th><th>optimizer state</th>"
+                 "<th>deployment targets</th><th>reason</th>"
                  "<th>next command</th>"
                  "<th>custom objects from</th><th>rules</th><th>Keras</th></tr></thead>"
                  f"<tbody>{arts}</tbody></table>")
