@@ -6,13 +6,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from conftest import H5
 from store_tree import EXPECTED, N_ARTIFACTS, OUTPUTS, make_tree
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "COLUMNS": "200"}
@@ -127,3 +130,43 @@ def test_single_model_options_are_refused_for_a_store(tmp_path):
     r = k2to3("convert", str(store), "-o", str(tmp_path / "out"), "--executor", "spark")
     assert r.returncode == 2 and "unknown executor" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_store_passes_target_keras_and_export_to_every_artifact(tmp_path):
+    """A tree of 2 fixtures converted with --target-keras/--target-python and --export: each artifact's conversion
+    wrote its file for that release, loaded it there and exported beside its .keras, checked against its golden.
+    The release is the installed one named by this interpreter (no environment created from the index: older
+    releases are tests/test_target_keras.py's)."""
+    store = tmp_path / "store"
+    (store / "a").mkdir(parents=True)
+    shutil.copy(H5 / "fm19_hard_sigmoid.h5", store / "hs.h5")
+    shutil.copy(H5 / "fm07_conv1d.h5", store / "a" / "conv.h5")
+    release = ".".join(metadata.version("keras").split(".")[:2])
+    out = tmp_path / "out"
+    r = k2to3("convert", str(store), "-o", str(out), "--backends", "tensorflow", "--export", "onnx",
+              "--target-keras", release, "--target-python", sys.executable)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rep = json.loads((out / "store-report.json").read_text())
+    assert {a["rel"] for a in rep["artifacts"]} == {"hs.h5", "a/conv.h5"}
+    for a in rep["artifacts"]:
+        v = a["verify"]
+        assert v["export"]["status"] == "parity" and v["export"]["written"], v
+        assert Path(v["export"]["path"]) == out / Path(a["rel"]).with_suffix(".onnx")
+        assert Path(v["export"]["path"]).is_file()
+        assert v["target"]["status"] == "parity" and v["target"]["keras"] == release, v
+        rj = json.loads((Path(v["output"] + ".report") / "report.json").read_text())
+        assert rj["target"]["keras_version"].startswith(release) and rj["export"]["format"] == "onnx"
+        t = a["targets"]  # the audit column: what ran is verified
+        assert t["formats"]["onnx"] == {**t["formats"]["onnx"], "reach": "yes", "evidence": "verified"}
+        assert t["keras"]["target"] == {"keras": release, "status": "parity", "evidence": "verified"}
+    assert "onnx yes (verified)" in (out / "store-report.md").read_text()
+
+
+def test_store_deployment_options_are_checked_before_the_scan(tmp_path):
+    store = make_tree(tmp_path / "store")
+    r = k2to3("convert", str(store), "-o", str(tmp_path / "out"), "--target-python", sys.executable)
+    assert r.returncode == 2 and "--target-python applies to --target-keras only" in r.stderr
+    r = k2to3("convert", str(store), "-o", str(tmp_path / "out"), "--export", "torch", "--backends", "jax")
+    assert r.returncode == 2 and "--export torch exports on the torch backend" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()

@@ -41,7 +41,8 @@ def test_cli_flags_come_from_the_model():
 def test_store_settings_are_the_options_marked_store():
     opts = ConvertOptions(src="a.h5", output="b.keras", rtol=1e-3, trust_bytecode=True, grads=True, fit_steps=2)
     assert store_settings(opts) == {"rtol": 1e-3, "atol": None, "backends": ("tensorflow", "torch", "jax"),
-                                    "max_memory": None, "trust_bytecode": True}
+                                    "max_memory": None, "trust_bytecode": True, "export": None,
+                                    "target_keras": None, "target_python": None}
 
 
 def test_api_signature_shows_every_option_with_its_default():

@@ -133,17 +133,17 @@ class ConvertOptions(CheckOptions):
     export: str | None = option(None, "Also export the verified model to this format beside OUTPUT (MODEL.onnx, "
                                 "MODEL.tflite, MODEL_savedmodel/, MODEL.pt2) and check the exported file in its own "
                                 "runtime against the Keras 2 reference (docs/export.md).", group=OUTPUT,
-                                commands=("convert",), cli="choice", choices=EXPORT_FORMATS)
+                                commands=("convert",), cli="choice", choices=EXPORT_FORMATS, store=True)
     save_golden: bool = option(False, "Also write OUTPUT's name + '.golden.npz' (inputs, reference outputs, "
                                "tolerances, versions) for `k2to3 verify --golden` after upgrading "
                                "keras/torch/jax.", group=OUTPUT, commands=("convert",))
     target_keras: str | None = option(
         None, "Write the config dialect an older Keras 3 reads (3.0 ... the current release) and verify the file "
         "by loading it with that Keras in its own environment (created in the cache directory from the package "
-        "index; docs/convert.md).", group=DEPLOY, commands=("convert",))
+        "index; docs/convert.md).", group=DEPLOY, commands=("convert",), store=True)
     target_python: Path | None = option(
         None, "With --target-keras: an interpreter that already has that keras and a backend, instead of an "
-        "environment created from the package index.", group=DEPLOY, commands=("convert",))
+        "environment created from the package index.", group=DEPLOY, commands=("convert",), store=True)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,8 +167,9 @@ def fields_of(cls: type, command: str) -> list[dataclasses.Field]:
 
 
 def store_settings(opts: CheckOptions) -> dict[str, Any]:
-    """The options a store passes to every artifact it converts (the `store` ones), as plain data."""
-    return {f.name: getattr(opts, f.name) for f in dataclasses.fields(CheckOptions) if f.metadata.get("store")}
+    """The options a store passes to every artifact it converts (the `store` ones of `opts`' class: a
+    ConvertOptions also passes --export, --target-keras and --target-python), as plain data."""
+    return {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts) if f.metadata.get("store")}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,7 +47,7 @@ def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
 def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any], src_root: Path | None, jobs: int,
                   executor: str, ray_address: str | None, single_only: list[str]) -> None:
     """`settings`: the options given, as the options model's values; only its store options reach the artifacts."""
-    from k2to3.core.options import CheckOptions, store_settings
+    from k2to3.core.options import ConvertOptions, store_settings
     from k2to3.core.writable import check_dir
     from k2to3.stores import batch, executors
     from k2to3.stores.locations import is_url
@@ -58,8 +58,10 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
                              hint="convert that model on its own, or use --src-root for a store's sources")
         if executor not in executors.NAMES:
             raise InputError(f"--executor {executor}: unknown executor", hint="choose local or ray")
-        opts = CheckOptions(**{k: v for k, v in settings.items() if k in store_settings(CheckOptions())})
-        opts.checked()
+        # src and output stand for each artifact's: only the store options are read from it
+        opts = ConvertOptions(src=Path(out_root), output=Path(out_root), **{
+            k: v for k, v in settings.items() if k in store_settings(ConvertOptions(src=Path(), output=Path()))})
+        batch.check_settings(opts)
         per_artifact = store_settings(opts)
         if not is_url(out_root):  # before the scan: a store that cannot be written is not converted
             check_dir(Path(out_root), "-o")

@@ -68,8 +68,15 @@ def check_paths(opts: ConvertOptions) -> None:
         if golden_path(out).exists():
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
     if opts.export is not None:
-        _check_export(opts)
+        check_export_target(opts.export, default_path(opts.output, opts.export), opts.force, "--export")
     check_training_options(opts)
+    check_deploy_options(opts)
+
+
+def check_deploy_options(opts: ConvertOptions) -> None:
+    """--export, --target-keras and --target-python as values (also once for a whole store, stores/batch.py)."""
+    if opts.export is not None:
+        _check_export_backend(opts)
     if opts.target_python is not None and opts.target_keras is None:
         raise InputError("--target-python applies to --target-keras only", hint="add --target-keras 3.N")
     if opts.target_keras is not None:
@@ -79,9 +86,10 @@ def check_paths(opts: ConvertOptions) -> None:
     opts.checked()
 
 
-def _check_export(opts: ConvertOptions) -> None:
+def _check_export_backend(opts: ConvertOptions) -> None:
     fmt = opts.export or ""
-    check_export_target(fmt, default_path(opts.output, fmt), opts.force, "--export")
+    if fmt not in EXPORTER_BACKEND:
+        raise InputError(f"--export {fmt}: unknown format", hint=f"choose one of {'|'.join(EXPORTER_BACKEND)}")
     if EXPORTER_BACKEND[fmt] not in ("tensorflow", *opts.backends):
         raise InputError(f"--export {fmt} exports on the {EXPORTER_BACKEND[fmt]} backend, not in --backends",
                          hint=f"add {EXPORTER_BACKEND[fmt]} to --backends")

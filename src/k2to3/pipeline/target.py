@@ -59,8 +59,9 @@ def verify(run: Run, section: dict[str, Any], target: Version, python: Path | No
     if env.created:
         run.progress(f"created the Keras {env.keras_version} environment in {env.seconds:.0f} s "
                      f"({env.size_bytes / 2**20:.0f} MB): {env.python.parent.parent}")
-    req = {"keras": str(run.keras), "inputs": run.npz("inputs"), "out": run.npz("out-target"),
-           "modules": run.modules}
+    # absolute: the script runs in the work directory, a relative -o (a store's OUT/) would not resolve there
+    req = {"keras": str(Path(run.keras).resolve()), "inputs": run.npz("inputs"), "out": run.npz("out-target"),
+           "modules": [str(Path(m).resolve()) for m in run.modules]}
     reply = run_script(env.python, env.backend, run.work, req, f"Keras {show(target)}")
     section.update(_judge(run, reply))
     run.progress(f"Keras {section.get('keras_version', show(target))} ({env.backend}): {section['status']}")

@@ -24,6 +24,7 @@ from k2to3.stores.audit import audit_report
 from k2to3.stores.cache import BATCH_CACHE, StoreCache
 from k2to3.stores.discover import discover
 from k2to3.stores.static import source_locations, static_rows
+from k2to3.stores.targets import converted_targets
 from k2to3.stores.verify import backend_summary, optimizer_summary
 from k2to3.version import __version__
 
@@ -38,7 +39,24 @@ def settings_digest(settings: dict[str, Any]) -> str:
     core/options.py; max_memory changes no result)."""
     d = {"backends": list(settings.get("backends", BACKENDS)), "rtol": settings.get("rtol"),
          "atol": settings.get("atol"), "trust": settings.get("trust_bytecode", False)}
+    # the deployment options change what is written (the dialect, an exported file): absent, the key is unchanged
+    d |= {k: str(settings[k]) for k in ("export", "target_keras", "target_python") if settings.get(k) is not None}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def check_settings(opts: ConvertOptions) -> None:
+    """The store options' own problems (an unknown backend, --export torch without torch, --target-python without
+    --target-keras or with another release), once before the scan rather than once per artifact."""
+    from k2to3.pipeline.convert import check_deploy_options
+
+    check_deploy_options(opts)
+
+
+def _deployed(rep: dict[str, Any]) -> dict[str, Any]:
+    """What a store's result keeps of an artifact's --export and --target-keras sections."""
+    e, t = rep.get("export"), rep.get("target")
+    return {"export": {k: e.get(k) for k in ("format", "path", "status", "written", "max_abs", "error")} if e else None,
+            "target": {k: t.get(k) for k in ("keras", "keras_version", "status", "error")} if t else None}
 
 
 def _under(inner: Path, outer: Path) -> bool:
@@ -131,7 +149,8 @@ def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
                               max_abs=max((o["max_abs"] for v in rep["backends"].values()
                                            for o in v.get("outputs", [])), default=None),
                               reason=None, module=(rep.get("output") or {}).get("module"),
-                              optimizer=optimizer_summary(rep.get("optimizer")))
+                              optimizer=optimizer_summary(rep.get("optimizer")), **_deployed(rep),
+                              targets=converted_targets(out, rep) if out.exists() else None)
             except NotPortableReport as exc:
                 rep = exc.report
                 result.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE), reason=exc.line())
@@ -146,6 +165,11 @@ def convert_item(item: dict[str, Any], pool: Any) -> dict[str, Any]:
                 if result.get("module"):
                     store.publish(Path(result["module"]), posixpath.join(posixpath.dirname(out_loc),
                                                                          Path(result["module"]).name))
+                exported = result.get("export") or {}
+                if exported.get("written"):  # beside the .keras, as for a local OUT/
+                    url = posixpath.join(posixpath.dirname(out_loc), Path(exported["path"]).name)
+                    store.publish(Path(exported["path"]), url)
+                    exported["path"] = url
                 store.publish(rdir, out_loc + ".report")
             result["module"] = None if not result.get("module") else (
                 store.join(posixpath.dirname(out_loc) if store.is_url(out_loc) else str(Path(out_loc).parent),

@@ -143,7 +143,22 @@ def merged(a: dict[str, Any]) -> dict[str, Any] | None:
         elif status:
             row["reason"] += f"; the .keras has parity on {EXPORTER_BACKEND[fmt]} (not exported)"
         formats[fmt] = row
+    _ran(a.get("verify") or {}, keras, formats)
     return {"keras": keras, "formats": formats}
+
+
+def _ran(v: dict[str, Any], keras: dict[str, Any], formats: dict[str, Any]) -> None:
+    """A conversion that ran --target-keras or --export (convert STORE/ with them) verified that target."""
+    t, e = v.get("target"), v.get("export")
+    if t:
+        keras["target"] = {"keras": t.get("keras"), "status": t.get("status"), "evidence": "verified"}
+        if t.get("status") == "parity" and keras.get("lowest") == t.get("keras"):
+            keras["evidence"] = "verified"
+    if e and e.get("format") in formats:
+        ok = e.get("status") == "parity"
+        formats[e["format"]] = {"reach": "yes" if ok else "stop" if e.get("status") == "not_portable" else "no",
+                                "evidence": "verified", "reason": f"exported and run against the Keras 2 reference: "
+                                f"{e.get('status')}" + (f" ({e['error']})" if e.get("error") else "")}
 
 
 def summary(t: dict[str, Any] | None) -> str:
@@ -152,8 +167,11 @@ def summary(t: dict[str, Any] | None) -> str:
         return ""
     k = t["keras"]
     ver = k.get("verified")
-    head = f"Keras >= {k['lowest']} ({k['evidence']}" + (f"; {ver['keras']} {ver['status']}" if ver else "") + ")" \
+    ran = k.get("target")
+    head = f"Keras >= {k['lowest']} ({k['evidence']}" + (f"; {ver['keras']} {ver['status']}" if ver else "") \
+        + (f"; --target-keras {ran['keras']} {ran['status']}" if ran else "") + ")" \
         if k.get("lowest") else "no Keras 3 release"
     cells = [fmt if f["reach"] == "predicted" else f"{fmt} {f['reach']}" + (f" ({f['code']})" if f.get("code") else "")
+             + (" (verified)" if f["evidence"] == "verified" and f["reach"] == "yes" else "")
              for fmt, f in t["formats"].items()]
     return head + " · " + ", ".join(cells)

@@ -170,8 +170,9 @@ def _targets(t: dict[str, Any] | None) -> str:
     ver = k.get("verified")
     keras = (f"Keras &ge; {e(k['lowest'])} <span class='muted'>({e(k['evidence'])}</span>"
              if k.get("lowest") else "no Keras 3 release <span class='muted'>(")
-    keras += (f"<span class='muted'>; {e(ver['keras'])} {e(ver['status'])})</span>" if ver
-              else "<span class='muted'>)</span>")
+    ran = k.get("target")
+    keras += (f"<span class='muted'>; {e(ver['keras'])} {e(ver['status'])}" if ver else "<span class='muted'>") \
+        + (f"; --target-keras {e(str(ran['keras']))} {e(str(ran['status']))}" if ran else "") + ")</span>"
     fmts = ", ".join(f"<span title='{e(f['reason'])}' class='reach-{e(f['reach'])}'>{e(fmt)}"
                      + (f" {e(f['reach'])} ({e(f.get('code') or '')})" if f["reach"] != "predicted" else "")
                      + "</span>" for fmt, f in t["formats"].items())
