@@ -5,6 +5,7 @@ one line naming the op and the layer (exit 3) and writes nothing."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -129,6 +130,24 @@ def test_export_mismatch_against_a_golden_it_does_not_match(pool, converted, tmp
     e = rep["export"]
     assert e["status"] == "mismatch" and rep["exit_code"] == 1 and rep["verdict"] == "mismatch"
     assert 0.9e-3 < e["max_abs"] < 1.1e-3 and not e["allclose"]
+
+
+@pytest.mark.slow
+def test_torch_export_against_a_golden_file_starts_the_torch_worker_alone(converted, tmp_path):
+    """torch.export runs on the torch backend and a golden file is the Keras 2 reference: no tensorflow worker
+    (no TensorFlow import) in the run, and the .pt2 still matches the tf_keras golden the file holds."""
+    keras, _ = converted["cnn"]
+    out = tmp_path / "cnn.pt2"
+    r = k2to3("export", str(keras), "--format", "torch", "-o", str(out), "--golden",
+              str(keras.with_suffix(".golden.npz")))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    rep = json.loads((tmp_path / "cnn.pt2.report" / "report.json").read_text())
+    assert [e["role"] for e in rep["memory"]["schedule"]] == ["torch"] and set(rep["memory"]["workers"]) == {"torch"}
+    assert "starting workers: torch (" in r.stdout + r.stderr
+    e = rep["export"]
+    assert (e["status"], e["exporter_backend"], rep["reference"]["kind"]) == ("parity", "torch", "golden-npz"), e
+    _figures_hold(e)
+    assert rep["reference"]["recorded"]["kind"] == "keras2-tf_keras"  # the golden file holds tf_keras's outputs
 
 
 def test_export_usage_errors_are_one_line_before_any_work(tmp_path):

@@ -40,8 +40,11 @@ def jobs(run: Run) -> Jobs:
                 gerr = exc
         return golden, gerr
 
-    return {"tensorflow": [tf_side, *([verify_on("tensorflow")] if "tensorflow" in run.backends else [])],
-            **{b: [verify_on(b)] for b in run.backends if b != "tensorflow"}}
+    tf = [*([tf_side] if run.given is None else []),
+          *([verify_on("tensorflow")] if "tensorflow" in run.backends else [])]
+    # no tensorflow job when a golden file gives the reference and no verify runs there (torch alone): the worker
+    # and its TensorFlow import are not started for nothing
+    return {**({"tensorflow": tf} if tf else {}), **{b: [verify_on(b)] for b in run.backends if b != "tensorflow"}}
 
 
 def collect(run: Run, done: dict[str, Done]) -> None:

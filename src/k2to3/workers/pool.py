@@ -270,7 +270,10 @@ class Pool:
         self.cores = cores()
 
     def roles(self) -> list[str]:
-        return ["tensorflow", *(b for b in self.backends if b != "tensorflow")]
+        """The workers a run starts: tensorflow first when it verifies there or hosts tf_keras for the golden (it
+        builds too: `get` starts it on demand); a run against a golden file on torch alone needs torch alone."""
+        tf = ["tensorflow"] if self.golden or "tensorflow" in self.backends else []
+        return [*tf, *(b for b in self.backends if b != "tensorflow")]
 
     # -- estimates ---------------------------------------------------------------------------------------
     def idle_bytes(self, role: str) -> int:
@@ -306,20 +309,21 @@ class Pool:
 
     # -- workers -----------------------------------------------------------------------------------------
     def start(self, weight_bytes: int = 0) -> None:
-        """Start the tensorflow worker, and the others now too (their imports overlap the build) when all of
-        them can run side by side within the budget and the cores; else only the next one, when its idle
+        """Start the first role's worker (tensorflow, but for a golden-file run without it), and the others now too
+        (their imports overlap the build) when all of them can run side by side within the budget and the cores;
+        else only the next one, when its idle
         resident set fits the budget beside the build (`prestart`), and `run` starts each of the others
         while the one before it runs."""
         roles = self.roles()
         for st in self.stats.values():  # the report's peaks are this job's (a warm pool serves many)
             st.pop("peak_rss_mb", None)
             st.pop("peak_by_op_mb", None)
-        self.get("tensorflow")
+        self.get(roles[0])
         if len(roles) <= self.max_parallel and self.fits(roles, weight_bytes):
             for role in roles:
                 self.get(role)
         elif len(roles) > 1:
-            self.prestart(roles[1], weight_bytes, {"tensorflow"})
+            self.prestart(roles[1], weight_bytes, {roles[0]})
 
     def prestart(self, role: str, weight_bytes: int, running: set[str]) -> None:
         """Start `role`'s worker before its turn when its idle resident set fits beside the running ones: its
