@@ -5,6 +5,8 @@ No backend import here."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import tempfile
 import time
@@ -20,7 +22,7 @@ from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.options import VerifyOptions
 from k2to3.errors import InputError
 from k2to3.formats import open_input
-from k2to3.formats.artifact import file_sha256, sniff
+from k2to3.formats.artifact import file_sha256, read_keras_config, sniff
 from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
@@ -57,7 +59,24 @@ def check(opts: VerifyOptions) -> None:
         raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
     if opts.golden is not None and opts.inputs is not None:
         raise InputError("--input with --golden: the golden file holds its inputs", hint="drop --input")
+    if opts.golden is not None and opts.sources:
+        sources_mod.generated_modules(opts.sources, opts.model)
+    elif opts.golden is not None:
+        _check_registered(opts.model)
     opts.checked()
+
+
+def _check_registered(model: Path) -> None:
+    """A .keras whose objects a module registers (`lam_k3>lambda_fn`: convert --src) loads only after that module:
+    without --src, one line naming it rather than the loader's deserialization error. k2to3>: the portable runtime,
+    which every worker imports."""
+    config, _, _ = read_keras_config(model)
+    found = sorted({m.group(1) for m in re.finditer(r'"([A-Za-z_][\w.]*)>[^"]+"', json.dumps(config))} - {"k2to3"})
+    if found:
+        name = f"{found[0]}.py"
+        raise InputError(f"{model}: its objects are registered by the package '{found[0]}', which --golden does not "
+                         "import", hint=f"pass --src {name} (the module convert wrote beside it), or --reference "
+                                        "LEGACY.h5 with the model's source")
 
 
 def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None,
@@ -146,4 +165,5 @@ def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: P
     build_hash = meta.get("weight_hash") if isinstance(meta.get("weight_hash"), str) else None
     return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
                plan=Plan(model={}), backends=opts.backends, rtol=rtol, atol=atol,
-               weight_bytes=4 * int(src.get("n_params") or 0), given=golden.outputs, given_hash=build_hash)
+               weight_bytes=4 * int(src.get("n_params") or 0), given=golden.outputs, given_hash=build_hash,
+               modules=sources_mod.generated_modules(opts.sources, opts.model))
