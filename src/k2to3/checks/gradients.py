@@ -117,7 +117,7 @@ def collect(run: Run, done: dict[str, Done]) -> None:
         _standalone_section(run, done["gradients"])
         return
     t0, fit = run.state["gradients"]["t0"], done["training"]
-    fits = {b: reply_or_error(fit[b][-1]) for b in run.backends}
+    fits = {b: reply_or_error(training.fit_future(fit, b)) for b in run.backends}
     ref = reply_or_error(fit["tensorflow"][0])
     if all("grads" in r for r in (ref, *fits.values())):
         section = build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
