@@ -276,10 +276,15 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
         return None
     with np.load(state_npz) as z:
         loaded = {k: z[k] for k in z.files}
-    equal = [n for n, i in slots.items() if f"v{i}" in loaded and
-             np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
-                            np.asarray(saved[n], np.float64).reshape(-1))]
+    equal = [n for n, i in slots.items() if f"v{i}" in loaded and _same_values(loaded[f"v{i}"], saved[n])]
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal element for element, in float64 unless both have one dtype (then exact as it is: no two copies)."""
+    if a.dtype == b.dtype and a.size == b.size:
+        return bool(np.array_equal(a.reshape(-1), b.reshape(-1)))
+    return bool(np.array_equal(np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)))
 
 
 def console(report: dict[str, Any]) -> list[str]:
