@@ -164,10 +164,11 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     ref_losses = np.asarray(ref["losses"], np.float64)
     floors: list[float] | None = None
     loss_floor, losses, reply = 0.0, [], {}
-    first = 0
+    first, with_steps = 0, False
     for i, n in enumerate(ROUNDS):
         last = i == len(ROUNDS) - 1
         reply, runs = _read(run, reply_or_error(ahead), first, n) if i == 0 and ahead is not None else ({}, [])
+        with_steps = with_steps or bool(reply.get("available"))
         if not reply.get("available"):
             reply, runs = _probe(run, run.state["training"]["common"], first, n, keep=not last)
         first += n
@@ -183,7 +184,7 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
         if all(v["verdict"] == WITHIN for v in verdicts.values()) or last:
             break
     section["noise_probe"] = {"runs": len(losses), "weights_moved_by": NUDGE_EPS,
-                              "available": bool(reply.get("available")),
+                              "available": bool(reply.get("available")), "first_round_with_steps": with_steps,
                               **({"losses": losses} if reply.get("available") else {"reason": reply.get("reason")}),
                               "seconds": round(time.perf_counter() - t0, 3)}
     if not reply.get("available"):
