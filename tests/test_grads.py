@@ -50,6 +50,30 @@ def test_compare_grads_names_the_first_divergent_variable():
     assert compare_grads(["a"], [np.ones(3)], ["a"], [np.ones(2)], 1e-4, 1e-6)["status"] == "error"
 
 
+
+def test_compare_grads_figures_equal_a_direct_float64_computation():
+    """The figures come from one set of float64 copies per variable (compare_arrays' dot products): they must equal,
+    bit for bit, the norms, cosine and ratios computed directly; a NaN in the reference takes the direct path."""
+    rng = np.random.default_rng(3)
+    ref = [rng.standard_normal((40, 30)).astype(np.float32), np.zeros(5, np.float32),
+           np.array([1e-8, 2.0, np.nan, -3.0], np.float32)]
+    got = [ref[0] + rng.standard_normal((40, 30)).astype(np.float32) * 1e-3, np.full(5, 1e-7, np.float32),
+           np.array([1e-6, 2.0001, np.nan, -3.0], np.float32)]
+    rows = compare_grads(["a", "b", "c"], got, ["a", "b", "c"], ref, 1e-4, 1e-6)["variables"]
+    for row, g, r in zip(rows, got, ref):
+        ok = ~np.isnan(r)
+        g64, r64 = g.astype(np.float64)[ok], r.astype(np.float64)[ok]
+        d = np.abs(g64 - r64)
+        nr = np.linalg.norm(r64)
+        assert row["max_abs"] == d.max()
+        assert row["max_rel"] == (max((d[np.abs(r64) > 1e-6] / np.abs(r64)[np.abs(r64) > 1e-6]), default=0.0))
+        if ok.all():
+            assert row["ref_max_abs"] == np.abs(r64).max()
+            assert row["rel_l2"] == (np.linalg.norm(g64 - r64) / nr if nr > 0 else float("inf"))
+            assert row["cosine"] == (np.dot(g64, r64) / (np.linalg.norm(g64) * nr) if nr > 0 else 0.0)
+    # NaN in both at one place: as the direct computation gives (the NaN norm is not > 0)
+    assert rows[2]["rel_l2"] == float("inf") and np.isnan(rows[2]["cosine"]) and np.isnan(rows[2]["ref_max_abs"])
+
 @pytest.fixture(scope="module")
 def mobilenetv2():
     path = CACHE / "mobilenetv2.h5"

@@ -82,6 +82,29 @@ def test_adam_bias_before_batchnorm_is_within_float32_training_noise(converted):
     assert t["reference"]["batchnorm_unfused"] == ["bn1", "bn2"] and "K2T611" in {f["code"] for f in r["findings"]}
 
 
+@pytest.mark.slow
+def test_the_first_round_taken_with_the_steps_is_the_probe_after_them(pool, converted, tmp_path):
+    """With another backend training beside it, the first round runs behind the reference's steps on the
+    tensorflow worker; on one core it runs after them. Same seeds, same held state: the same runs, floors and
+    verdicts either way."""
+    from k2to3.core.options import ConvertOptions
+    from k2to3.pipeline.convert import convert
+
+    _, r = converted
+    assert r["training"]["noise_probe"]["first_round_with_steps"] == (pool.max_parallel > 1)
+    cores = pool.cores
+    pool.cores = 1 if cores > 1 else 2  # the scheduler's assumption (as K2TO3_CORES): the other path
+    try:
+        again = convert(ConvertOptions(src=CONV_BN, output=tmp_path / "m.keras", fit_steps=2), pool=pool)
+    finally:
+        pool.cores = cores
+    a, b = r["training"], again["training"]
+    assert b["noise_probe"]["first_round_with_steps"] != a["noise_probe"]["first_round_with_steps"]
+    assert a["noise_probe"]["losses"] == b["noise_probe"]["losses"] and a["status"] == b["status"] == WITHIN
+    for backend in ("torch", "jax"):
+        assert a["backends"][backend]["noise"] == b["backends"][backend]["noise"]
+
+
 def test_fused_batchnorm_moves_the_moving_variance_toward_the_unbiased_variance():
     """Rule K2T611's claim: tf_keras fused = unbiased, tf_keras unfused = Keras 3 = biased."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}

@@ -26,6 +26,24 @@ def _cosine(g: np.ndarray, r: np.ndarray) -> float | None:
     return float(np.dot(g, r) / (ng * nr))
 
 
+def _l2_figures(g: np.ndarray, r: np.ndarray, norms: dict[str, float], max_abs: float
+                ) -> tuple[float | None, float, float]:
+    """Cosine, relative L2 error and max |ref| of one variable, from the dot products compare_arrays took (the
+    norms np.linalg.norm computes: sqrt(x.x), bit for bit), or from fresh float64 copies when it took none (NaN)."""
+    if "diff" in norms:
+        ng, nr = np.sqrt(norms["got"]), np.sqrt(norms["ref"])
+        cosine = 1.0 if ng == 0.0 and nr == 0.0 else 0.0 if ng == 0.0 or nr == 0.0 else \
+            float(norms["dot"] / (ng * nr))
+        rel_l2 = float(np.sqrt(norms["diff"]) / nr) if nr > 0 else (0.0 if max_abs == 0 else float("inf"))
+        return cosine, rel_l2, norms["ref_max_abs"] if r.size else 0.0
+    g64, r64 = g.astype(np.float64).ravel(), r.astype(np.float64).ravel()
+    nr = float(np.linalg.norm(r64))
+    cosine = _cosine(g64, r64)
+    rel_l2 = float(np.linalg.norm(np.subtract(g64, r64, out=g64)) / nr) if nr > 0 else \
+        (0.0 if max_abs == 0 else float("inf"))
+    return cosine, rel_l2, float(np.abs(r64).max()) if r.size else 0.0
+
+
 def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str], ref: list[np.ndarray],
                   rtol: float, atol: float, sensitivity: list[float] | None = None) -> dict[str, Any]:
     """Per-variable figures (in the model's topological variable order), the first divergent variable, the worst."""
@@ -34,15 +52,12 @@ def compare_grads(names: list[str], got: list[np.ndarray], ref_names: list[str],
                 f"vs {len(ref)} variables or shapes differ"}
     rows = []
     for name, rname, g, r in zip(names, ref_names, got, ref):
-        s = compare_arrays(g, r, rtol, atol, output=False)
-        g64, r64 = g.astype(np.float64).ravel(), r.astype(np.float64).ravel()
-        nr = float(np.linalg.norm(r64))
-        cosine = _cosine(g64, r64)
-        rel_l2 = float(np.linalg.norm(np.subtract(g64, r64, out=g64)) / nr) if nr > 0 else \
-            (0.0 if s.max_abs == 0 else float("inf"))
+        norms: dict[str, float] = {}
+        s = compare_arrays(g, r, rtol, atol, output=False, norms=norms)
+        cosine, rel_l2, ref_max_abs = _l2_figures(g, r, norms, s.max_abs)
         rows.append({"variable": name, "reference_variable": rname, "shape": list(r.shape), "max_abs": s.max_abs,
                      "max_rel": s.max_rel, "cosine": cosine, "rel_l2": rel_l2, "allclose": s.allclose,
-                     "min_atol": s.min_atol, "ref_max_abs": float(np.abs(r64).max()) if r.size else 0.0})
+                     "min_atol": s.min_atol, "ref_max_abs": ref_max_abs})
         if sensitivity is not None:
             rows[-1]["reference_sensitivity"] = sensitivity[len(rows) - 1]
     first = next((r for r in rows if not r["allclose"]), None)
@@ -127,6 +142,8 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
     else:
         ref_path = run.npz("grads-golden")
     ref_arrays = _load(ref_path, len(ref["names"]))
+    if golden and ref_path == run.npz("grads-golden"):  # for a sensitivity probe after a mismatch: not read twice
+        run.state.setdefault("gradients", {})["reference_arrays"] = ref_arrays
     section["derandomized"] = sorted(set(ref.get("derandomized", [])).union(
         *(r.get("derandomized", []) for r in replies.values() if "error" not in r)))
     section["notes"] = sorted(set().union(*(r.get("notes", []) for r in replies.values() if "error" not in r)))

@@ -113,11 +113,18 @@ def _step_context(run: Run, t0: float) -> dict[str, Any]:
 
 
 def collect(run: Run, done: dict[str, Done]) -> None:
+    try:
+        _collect(run, done)
+    finally:  # build_section's copy of tf_keras's gradients, kept for _probe only
+        run.state.get("gradients", {}).pop("reference_arrays", None)
+
+
+def _collect(run: Run, done: dict[str, Done]) -> None:
     if done.get("gradients"):
         _standalone_section(run, done["gradients"])
         return
     t0, fit = run.state["gradients"]["t0"], done["training"]
-    fits = {b: reply_or_error(fit[b][-1]) for b in run.backends}
+    fits = {b: reply_or_error(training.fit_future(fit, b)) for b in run.backends}
     ref = reply_or_error(fit["tensorflow"][0])
     if all("grads" in r for r in (ref, *fits.values())):
         section = build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
@@ -148,8 +155,9 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
         if "grads" not in got:
             return
     n = len(ref["grads"]["names"])
+    golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
     with np.load(run.npz("grads-golden")) as a, np.load(run.npz("grads-golden-nudged")) as b:
-        sens = [rel_l2(b[f"g{i}"], a[f"g{i}"]) for i in range(n)]
+        sens = [rel_l2(b[f"g{i}"], a[f"g{i}"] if golden is None else golden[i]) for i in range(n)]
     add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
 

@@ -5,6 +5,7 @@ slots bit for bit. Parent side, numpy only (the steps run in workers/fit.py)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +128,17 @@ def jobs(run: Run) -> Jobs:
 
     run.progress(f"--fit-steps {steps}{' (and --grads, from its first step)' if step_grads else ''}: tf_keras and "
                  + ", ".join(run.backends))
-    return longest_first({"tensorflow": [golden, *([k3("tensorflow")] if "tensorflow" in run.backends else [])],
-                          **{b: [k3(b)] for b in run.backends if b != "tensorflow"}})
+    tf_jobs = [golden, *([k3("tensorflow")] if "tensorflow" in run.backends else [])]
+    ahead = trainingnoise.first_round_job(run)
+    if ahead is not None:
+        run.state["training"]["ahead"] = len(tf_jobs)  # its index among the tensorflow worker's jobs
+        tf_jobs.append(ahead)
+    return longest_first({"tensorflow": tf_jobs, **{b: [k3(b)] for b in run.backends if b != "tensorflow"}})
+
+
+def fit_future(done: Done, backend: str) -> Future:
+    """A backend's own training job among the round's futures (the tensorflow worker runs tf_keras's first)."""
+    return done[backend][1 if backend == "tensorflow" else 0]
 
 
 def collect(run: Run, done: dict[str, Done]) -> None:
@@ -167,7 +177,7 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
         state_as_loaded(h5, report.get("optimizer"), None, saved)
 
     def one(b: str) -> dict[str, Any]:
-        got = reply_or_error(mine[b][-1])
+        got = reply_or_error(fit_future(mine, b))
         if "error" in got:
             return {"status": "error", "error": got["error"]}
         if not got.get("available"):
@@ -179,7 +189,8 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
         return row
 
     section["backends"].update(zip(run.backends, per_backend(one, run.backends, ref_w)))
-    trainingnoise.measure(run, section, ref, ref_w)
+    at = run.state["training"].get("ahead")
+    trainingnoise.measure(run, section, ref, ref_w, None if at is None else mine["tensorflow"][at])
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else trainingnoise.WITHIN \
         if states <= {"parity", trainingnoise.WITHIN} else "mismatch"
@@ -265,10 +276,15 @@ def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str |
         return None
     with np.load(state_npz) as z:
         loaded = {k: z[k] for k in z.files}
-    equal = [n for n, i in slots.items() if f"v{i}" in loaded and
-             np.array_equal(np.asarray(loaded[f"v{i}"], np.float64).reshape(-1),
-                            np.asarray(saved[n], np.float64).reshape(-1))]
+    equal = [n for n, i in slots.items() if f"v{i}" in loaded and _same_values(loaded[f"v{i}"], saved[n])]
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal element for element, in float64 unless both have one dtype (then exact as it is: no two copies)."""
+    if a.dtype == b.dtype and a.size == b.size:
+        return bool(np.array_equal(a.reshape(-1), b.reshape(-1)))
+    return bool(np.array_equal(np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)))
 
 
 def console(report: dict[str, Any]) -> list[str]:

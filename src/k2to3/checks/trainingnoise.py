@@ -13,11 +13,12 @@ a slot loaded differently from the file, a different number of weights) is not m
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from k2to3.checks.base import Run
+from k2to3.checks.base import Run, WorkerJob
 from k2to3.core.compare import NOISE_K
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.pool import WorkerError, reply_or_error
@@ -68,27 +69,51 @@ def not_noise(row: dict[str, Any], ref: dict[str, Any]) -> str | None:
     return None
 
 
-def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool
-           ) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
-    """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
-    outs = [run.npz(f"fit-noise-{i}") for i in range(first, first + n)]
-    seeds = [NUDGE_SEED + i for i in range(first, first + n)]
+def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
+    """Where runs first .. first + n - 1 save their weights, and their seeds."""
+    ids = range(first, first + n)
+    return [run.npz(f"fit-noise-{i}") for i in ids], [NUDGE_SEED + i for i in ids]
+
+
+def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False) -> WorkerJob:
+    outs, seeds = _outs(run, first, n)
 
     def job(w: Any) -> Any:
         return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
-                      **common, **run.golden_args)
+                      held_only=held_only, **common, **run.golden_args)
 
-    try:
-        reply = reply_or_error(run.pool.run({"tensorflow": [job]}, run.weight_bytes)["tensorflow"][0])
-    except WorkerError as exc:
-        reply = {"error": exc.message}
+    return job
+
+
+def first_round_job(run: Run) -> WorkerJob | None:
+    """The first round, queued on the tensorflow worker behind the reference's steps (training.jobs), on the
+    reference it holds, when the other backends' steps run beside it: there it overlaps their steps (ResNet50: one
+    eager tf_keras step against jax's traced step) instead of following them; measure() takes it as its first
+    round, so the runs and the verdict are the ones a probe after the steps gives. Used only after a mismatch."""
+    if not (hold_models(run) and run.pool.max_parallel > 1 and set(run.backends) - {"tensorflow"}):
+        return None
+    return _job(run, run.state["training"]["common"], 0, ROUNDS[0], keep=True, held_only=True)
+
+
+def _read(run: Run, reply: dict[str, Any], first: int, n: int) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
     if "error" in reply or not reply.get("available"):
         return {"available": False, "reason": reply.get("error") or reply.get("reason")}, []
     runs = []
-    for out in outs:
+    for out in _outs(run, first, n)[0]:
         with np.load(out) as z:
             runs.append([z[f"w{i}"] for i in range(len(z.files))])
     return reply, runs
+
+
+def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool
+           ) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+    """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
+    try:
+        reply = reply_or_error(run.pool.run({"tensorflow": [_job(run, common, first, n, keep)]},
+                                            run.weight_bytes)["tensorflow"][0])
+    except WorkerError as exc:
+        reply = {"error": exc.message}
+    return _read(run, reply, first, n)
 
 
 def _floors(ref_w: list[np.ndarray], runs: list[list[np.ndarray]], floors: list[float] | None) -> list[float]:
@@ -115,9 +140,11 @@ def judge(row: dict[str, Any], floors: list[float], loss_floor: float) -> dict[s
             "weights": weights}
 
 
-def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[np.ndarray]) -> None:
+def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[np.ndarray],
+            ahead: Future | None = None) -> None:
     """On a training mismatch only: fills backends[b]["noise"] of each mismatching backend and sets its status to
-    within_float32_noise when the nudges explain every difference."""
+    within_float32_noise when the nudges explain every difference. `ahead`: the first round, run with the steps
+    (first_round_job); run again here when it could not be taken there."""
     backends = section["backends"]
     bad = [b for b, v in backends.items() if v.get("status") == "mismatch"]
     if not bad:
@@ -137,10 +164,13 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     ref_losses = np.asarray(ref["losses"], np.float64)
     floors: list[float] | None = None
     loss_floor, losses, reply = 0.0, [], {}
-    first = 0
+    first, with_steps = 0, False
     for i, n in enumerate(ROUNDS):
         last = i == len(ROUNDS) - 1
-        reply, runs = _probe(run, run.state["training"]["common"], first, n, keep=not last)
+        reply, runs = _read(run, reply_or_error(ahead), first, n) if i == 0 and ahead is not None else ({}, [])
+        with_steps = with_steps or bool(reply.get("available"))
+        if not reply.get("available"):
+            reply, runs = _probe(run, run.state["training"]["common"], first, n, keep=not last)
         first += n
         if not reply.get("available"):
             break
@@ -154,7 +184,7 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
         if all(v["verdict"] == WITHIN for v in verdicts.values()) or last:
             break
     section["noise_probe"] = {"runs": len(losses), "weights_moved_by": NUDGE_EPS,
-                              "available": bool(reply.get("available")),
+                              "available": bool(reply.get("available")), "first_round_with_steps": with_steps,
                               **({"losses": losses} if reply.get("available") else {"reason": reply.get("reason")}),
                               "seconds": round(time.perf_counter() - t0, 3)}
     if not reply.get("available"):

@@ -28,10 +28,13 @@ def nudge_weights(model: Any, eps: float, rng: np.random.Generator) -> None:
 
 def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     """One run per seed of `seeds`; the reference held by fit_golden (`hold`) when it is this run's, else loaded
-    again. `keep` holds it for a next call (more runs); without it the held model is released."""
+    again (unless `held_only`). `keep` holds it for a next call (more runs); without it the held model is
+    released."""
     t0 = time.perf_counter()
     key = reference_key(req)
     got = held.take("reference", key)
+    if got is None and req.get("held_only"):  # queued beside the steps (trainingnoise.first_round_job): no load
+        return {"available": False, "reason": "no held reference"}
     if got is None:
         ref = load_reference(req)
         if isinstance(ref, dict):
