@@ -1,7 +1,8 @@
 """Run in a subprocess (KERAS_BACKEND set by the caller): every quantizer configuration of a grid computed by
 qkeras itself (under tf_keras) and by k2to3.portable.qkeras on the same float32 values, which include exact
 rounding ties (k / 2^(bits+1)) and values on the clipping bounds; prints one JSON line with, per configuration,
-the number of elements that differ and the max abs difference. Not a test module: test_qkeras.py runs it."""
+the number of elements that differ, the max abs difference and the number of differing elements that are not
+next to a power-of-two quantizer's log2 rounding boundary. Not a test module: test_qkeras.py runs it."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 from qkeras.quantizers import get_quantizer  # noqa: E402
 
 from k2to3.portable.qkeras import quantize  # noqa: E402
+
 
 CASES = [
     ("quantized_bits", {"bits": 6, "integer": 0, "alpha": 1}),
@@ -43,26 +45,69 @@ CASES = [
     ("ternary", {}),
     ("ternary", {"alpha": "auto"}),
     ("ternary", {"alpha": "auto_po2"}),
+    # power-of-two: qkeras QBatchNormalization's defaults first
+    ("quantized_po2", {"bits": 5}),
+    ("quantized_relu_po2", {"bits": 6, "max_value": 2048}),
+    ("quantized_relu_po2", {"bits": 6, "quadratic_approximation": True}),
+    ("quantized_po2", {}),
+    ("quantized_po2", {"bits": 4, "max_value": 1}),
+    ("quantized_po2", {"bits": 5, "max_value": 8, "quadratic_approximation": True}),
+    ("quantized_po2", {"bits": 6, "log2_rounding": "floor"}),
+    ("quantized_relu_po2", {"bits": 4}),
+    ("quantized_relu_po2", {"bits": 4, "max_value": 0.5}),
+    ("quantized_relu_po2", {"bits": 5, "negative_slope": 0.25}),
+    ("quantized_relu_po2", {"bits": 5, "max_value": 16, "negative_slope": 0.5, "log2_rounding": "floor"}),
 ]
 
 
-def values() -> dict[str, np.ndarray]:
+def values(name: str) -> dict[str, np.ndarray]:
     """A 1-D grid with every multiple of 1/256 in [-10, 10] (all ties of the quantizers above) and a kernel-shaped
-    (channels last) random tensor for the per-channel scales."""
+    (channels last) random tensor for the per-channel scales; for the power-of-two quantizers also every power of
+    two 2^-40..2^40 of either sign with its float32 neighbours and 2^(k+1/2) (the log2 rounding boundary), values
+    below epsilon (1e-7), zero, -0.0 and values far above max_value (1e6, 1e30)."""
     rng = np.random.default_rng(0)
     grid = (np.arange(-2560, 2561) / 256.0).astype("float32")
     kernel = (rng.normal(size=(3, 3, 4, 6)) * rng.uniform(0.1, 2.0, size=6)).astype("float32")
-    return {"grid": grid, "kernel": kernel}
+    if "po2" not in name:
+        return {"grid": grid, "kernel": kernel}
+    p = np.float32(2.0) ** np.arange(-40, 41).astype("float32")
+    mid = (np.float32(2.0) ** (np.arange(-40, 41) + 0.5)).astype("float32")
+    edges = np.concatenate([p, np.nextafter(p, np.float32(0)), np.nextafter(p, np.float32(np.inf)), mid,
+                            np.nextafter(mid, np.float32(0)), np.nextafter(mid, np.float32(np.inf)),
+                            np.asarray([0.0, 1e-8, 5e-8, 1e-7, 1.5e-7, 2047, 2048, 2049, 3000, 1e6, 1e30],
+                                       dtype="float32")])
+    wide = np.concatenate([edges, -edges, np.asarray([-0.0], dtype="float32")]).astype("float32")
+    return {"grid": grid, "kernel": kernel, "edges": wide}
+
+
+def near_log2_boundary(x: np.ndarray, name: str, cfg: dict) -> np.ndarray:
+    """Elements whose po2 exponent input (|x|, times negative_slope for relu_po2's negative side, clipped to
+    [epsilon, max_value], square-rooted under quadratic_approximation) lies within 1e-5 (in log2 units, ~60 ulp)
+    of a rounding boundary: k + 1/2 for log2_rounding='rnd', k for 'floor'. There float32 log differs by an ulp
+    between backends (tf uses Eigen's, torch and jax their own), so the exponent may go either way."""
+    v = np.abs(x.astype("float64"))
+    if name == "quantized_relu_po2":
+        v = np.where(x >= 0, v, v * float(cfg.get("negative_slope", 0) or 0))
+    v = np.maximum(v, 1e-7)
+    if cfg.get("max_value") is not None:
+        v = np.minimum(v, float(cfg["max_value"]))
+    t = np.log2(v) / (2.0 if cfg.get("quadratic_approximation") else 1.0)
+    frac = t - np.floor(t)
+    if cfg.get("log2_rounding", "rnd") == "floor":
+        return np.minimum(frac, 1 - frac) < 1e-5
+    return np.abs(frac - 0.5) < 1e-5
 
 
 def main() -> None:
     rows = {}
     for name, cfg in CASES:
-        for kind, x in values().items():
+        for kind, x in values(name).items():
             want = np.asarray(get_quantizer({"class_name": name, "config": cfg})(x))
             got = keras.ops.convert_to_numpy(quantize(keras.ops.convert_to_tensor(x),
                                                       {"quantizer": name, "config": cfg}))
-            rows[f"{name}({cfg}) {kind}"] = [int((want != got).sum()), float(np.abs(want - got).max())]
+            diff = want != got
+            off = int((diff & ~near_log2_boundary(x, name, cfg)).sum()) if "po2" in name else int(diff.sum())
+            rows[f"{name}({cfg}) {kind}"] = [int(diff.sum()), float(np.abs(want - got).max()), off]
     print(json.dumps({"backend": keras.backend.backend(), "rows": rows}))
 
 
