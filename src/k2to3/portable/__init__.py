@@ -60,6 +60,10 @@ from k2to3.portable.qkeras import (
     QConv2D,
     QDense,
 )
+from k2to3.portable.qkeras_folded import (
+    QConv2DBatchnorm,
+    QDenseBatchnorm,
+)
 from k2to3.portable.removed import (
     Highway,
     LocallyConnected1D,
@@ -100,6 +104,8 @@ __all__ = [
     "QClip",
     "QConv2D",
     "QDense",
+    "QDenseBatchnorm",
+    "QConv2DBatchnorm",
     "ShapeOp",
     "StochasticDepth",
     "TFOpLayer",

@@ -15,11 +15,17 @@ if TYPE_CHECKING:
 # class -> the config keys holding a quantizer
 QUANTIZER_KEYS = {"QDense": ("kernel_quantizer", "bias_quantizer"), "QConv2D": ("kernel_quantizer", "bias_quantizer"),
                   "QBatchNormalization": ("beta_quantizer", "gamma_quantizer", "mean_quantizer",
-                                          "variance_quantizer"), "QActivation": ()}
+                                          "variance_quantizer"), "QActivation": (),
+                  "QDenseBatchnorm": ("kernel_quantizer", "bias_quantizer"),
+                  "QConv2DBatchnorm": ("kernel_quantizer", "bias_quantizer")}
 # A key qkeras's get_config always writes for the class: a layer of that name without it is someone else's
 # class (a team's own "QDense"), left to --src or K2T902 rather than guessed to be qkeras's.
 SIGNATURE = {"QDense": "kernel_quantizer", "QConv2D": "kernel_quantizer", "QBatchNormalization": "gamma_quantizer",
-             "QActivation": "activation"}
+             "QActivation": "activation", "QDenseBatchnorm": "folding_mode", "QConv2DBatchnorm": "folding_mode"}
+FOLDED = ("QDenseBatchnorm", "QConv2DBatchnorm")
+# The inner BatchNormalization's options that only change its training step (qkeras's inference folds gamma,
+# beta and the moving statistics and never uses the BN's own output): dropped. renorm adds weights: a stop.
+_BN_TRAINING_ONLY = ("renorm", "renorm_clipping", "renorm_momentum", "fused", "virtual_batch_size", "adjustment")
 
 
 def is_qkeras(class_name: str, cfg: dict[str, Any]) -> bool:
@@ -133,9 +139,30 @@ def _object(value: Any) -> Any:
     return value
 
 
+def folded_mode(cls: str, cfg: dict[str, Any]) -> str | None:
+    """Why the portable folded layer cannot compute `cls(**cfg)` as qkeras does, or None."""
+    axis = cfg.get("axis", -1)
+    axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
+    if axis not in (-1, 1 if cls == "QDenseBatchnorm" else 3):
+        return f"axis={cfg.get('axis')!r} (qkeras folds the BN over the kernel's last axis only)"
+    if cfg.get("renorm"):
+        return "renorm=True (batch renormalization's extra variables)"
+    if cfg.get("data_format", "channels_last") != "channels_last":
+        return f"data_format={cfg['data_format']!r}"
+    if cfg.get("folding_mode", "ema_stats_folding") not in ("ema_stats_folding", "batch_stats_folding"):
+        return f"folding_mode={cfg['folding_mode']!r}"
+    return None
+
+
 def upgrade_config(up: UpgradeState, cls: str, cfg: dict[str, Any], layer: str) -> dict[str, Any]:
     """Called by layer_config before the rename rules: quantizers normalized, qkeras-only keys dropped."""
     out = {k: _object(v) for k, v in cfg.items() if k not in _RANGE_KEYS}
+    if cls in FOLDED:
+        why = folded_mode(cls, out)
+        if why is not None:
+            up.note(up.code("qkeras_folded_mode"), "error", f"{cls}({why}) is not supported", layer,
+                    "unfold it in QKeras (QConv2D / QDense + QBatchNormalization) and re-save")
+        out = {k: v for k, v in out.items() if k not in _BN_TRAINING_ONLY}
     for key in QUANTIZER_KEYS[cls]:
         out[key] = quantizer(up, cls, key, out.get(key), layer)
     act = out.get("activation")
