@@ -21,7 +21,6 @@ from qkeras.quantizers import get_quantizer  # noqa: E402
 
 from k2to3.portable.qkeras import quantize  # noqa: E402
 
-
 CASES = [
     ("quantized_bits", {"bits": 6, "integer": 0, "alpha": 1}),
     ("quantized_bits", {"bits": 8, "integer": 3}),
@@ -98,6 +97,58 @@ def near_log2_boundary(x: np.ndarray, name: str, cfg: dict) -> np.ndarray:
     return np.abs(frac - 0.5) < 1e-5
 
 
+# QDenseBatchnorm is not in qkeras 0.9: its reference is qkeras's QConv2DBatchnorm with a 1x1 kernel on a 1x1
+# image, whose folding (qkeras/qconv2d_batchnorm.py) is the same arithmetic per output unit.
+FOLDED = [
+    {"kernel_quantizer": ("quantized_bits", {"bits": 6, "integer": 0, "alpha": 1}),
+     "bias_quantizer": ("quantized_bits", {"bits": 6, "integer": 0, "alpha": 1})},
+    {"kernel_quantizer": ("quantized_bits", {"bits": 4, "integer": 0, "alpha": "auto_po2"}),
+     "bias_quantizer": ("quantized_bits", {"bits": 8, "integer": 3}), "use_bias": False,
+     "folding_mode": "batch_stats_folding", "ema_freeze_delay": 2},
+    {"kernel_quantizer": ("quantized_po2", {"bits": 4, "max_value": 1}),
+     "bias_quantizer": ("quantized_bits", {"bits": 8, "integer": 2, "alpha": "auto"})},
+]
+
+
+def folded_dense() -> dict[str, list[float]]:
+    """Per FOLDED case: [max |portable QDenseBatchnorm - qkeras|, max |qkeras - the unfolded computation|] (the
+    second shows folding changes the outputs, so the first is not trivially 0)."""
+    import tf_keras as k2
+    from qkeras import QConv2DBatchnorm
+
+    from k2to3.portable.qkeras_folded import QDenseBatchnorm
+
+    rng = np.random.default_rng(1)
+    out = {}
+    for i, case in enumerate(FOLDED):
+        spec = {k: ({"class_name": v[0], "config": v[1]} if isinstance(v, tuple) else v) for k, v in case.items()}
+        ref = QConv2DBatchnorm(5, 1, **{k: get_quantizer(v) if k.endswith("quantizer") else v
+                                        for k, v in spec.items()})
+        x = rng.normal(size=(32, 7)).astype("float32")
+        ref(k2.Input((1, 1, 7)))
+        values = {"kernel": rng.normal(size=(7, 5)) * 0.4, "bias": rng.normal(size=5) * 0.1,
+                  "gamma": rng.uniform(0.5, 1.5, 5), "beta": rng.normal(size=5) * 0.1,
+                  "moving_mean": rng.normal(size=5) * 0.2, "moving_variance": rng.uniform(0.3, 2.0, 5)}
+        for w in ref.weights:
+            base = w.name.split("/")[-1].split(":")[0]
+            if base in values:
+                w.assign(values[base].reshape(w.shape).astype("float32"))
+        want = np.asarray(ref(x.reshape(32, 1, 1, 7), training=False)).reshape(32, 5)
+        port = QDenseBatchnorm(5, **{k: ({"quantizer": v[0], "config": v[1]} if isinstance(v, tuple) else v)
+                                     for k, v in case.items()})
+        port.build((None, 7))
+        for w in port.weights:
+            if w.name in values:
+                w.assign(values[w.name].astype("float32"))
+        got = keras.ops.convert_to_numpy(port(keras.ops.convert_to_tensor(x)))
+        inv = values["gamma"] / np.sqrt(values["moving_variance"] + 1e-3)
+        bias = values["bias"] if spec.get("use_bias", True) else 0.0
+        unfolded = (x @ np.asarray(get_quantizer(spec["kernel_quantizer"])(values["kernel"].astype("float32")))
+                    + bias - values["moving_mean"]) * inv + values["beta"]
+        out[f"QDenseBatchnorm case {i}"] = [float(np.abs(got - want).max()), float(np.abs(want - unfolded).max())]
+    return out
+
+
 def main() -> None:
     rows = {}
     for name, cfg in CASES:
@@ -108,7 +159,7 @@ def main() -> None:
             diff = want != got
             off = int((diff & ~near_log2_boundary(x, name, cfg)).sum()) if "po2" in name else int(diff.sum())
             rows[f"{name}({cfg}) {kind}"] = [int(diff.sum()), float(np.abs(want - got).max()), off]
-    print(json.dumps({"backend": keras.backend.backend(), "rows": rows}))
+    print(json.dumps({"backend": keras.backend.backend(), "rows": rows, "folded": folded_dense()}))
 
 
 if __name__ == "__main__":

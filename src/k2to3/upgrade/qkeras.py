@@ -47,7 +47,8 @@ POSITIONAL = {"quantized_bits": ("bits", "integer", "symmetric", "keep_negative"
 # (quantizer, option, value that is supported): anything else changes the arithmetic
 _ONLY = [("*", "use_stochastic_rounding", (False, 0, None)), ("quantized_relu", "use_sigmoid", (False, 0, None)),
          ("quantized_bits", "alpha", None), ("binary", "alpha", None), ("ternary", "alpha", None),
-         ("quantized_po2", "log2_rounding", ("rnd", "floor")), ("quantized_relu_po2", "log2_rounding", ("rnd", "floor"))]
+         ("quantized_po2", "log2_rounding", ("rnd", "floor")),
+         ("quantized_relu_po2", "log2_rounding", ("rnd", "floor"))]
 _ALPHA_STRINGS = {"quantized_bits": ("auto", "auto_po2"), "binary": ("auto", "auto_po2"),
                   "ternary": ("auto", "auto_po2")}
 # Parameters that only change training (qnoise schedules, variables) or the repr
@@ -117,8 +118,8 @@ def quantizer(up: UpgradeState, cls: str, key: str, value: Any, layer: str) -> d
     why = "not a qkeras quantizer" if parsed is None else unsupported(*parsed)
     if why is not None:
         up.note(up.code("qkeras_quantizer"), "error", f"{cls} {key}: {why}", layer,
-                "re-train with quantized_bits / quantized_relu / quantized_po2 / quantized_relu_po2 / binary / ternary, "
-                "or keep the model in QKeras")
+                "re-train with quantized_bits / quantized_relu / quantized_po2 / quantized_relu_po2 / binary / "
+                "ternary, or keep the model in QKeras")
         return None
     name, cfg = parsed  # type: ignore[misc]
     return {"quantizer": name, "config": {k: v for k, v in cfg.items() if k not in _IGNORED and k != "scale_axis"}}
