@@ -4,8 +4,11 @@ arithmetic as qkeras 0.9 (qkeras/quantizers.py, qlayers.py, qconvolutional.py, q
 A quantizer is carried as plain config `{"quantizer": NAME, "config": {...}}` (qkeras's own get_config keys).
 Every expression keeps qkeras's order of operations (`x + (-x + q)` for the straight-through estimator, the
 scale loops of alpha='auto'/'auto_po2'), so a value on a rounding boundary rounds as qkeras rounds it;
-`ops.round` rounds half to even on every backend, as tf.round does. Stochastic rounding, po2 and sigmoid
-quantizers are refused when the model is converted (rule K2T940), not here.
+`ops.round` rounds half to even on every backend, as tf.round does. The power-of-two quantizers take their
+exponent from float32 `log(x) / log(2)`, as qkeras does: on torch and jax, whose log differs from tf's by an ulp, an
+input next to a log2 rounding boundary may take the neighbouring exponent. Stochastic rounding and sigmoid
+quantizers are refused when the model is converted (rule K2T940), not here; the folded layers are in
+qkeras_folded.py.
 """
 
 from __future__ import annotations
