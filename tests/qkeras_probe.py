@@ -111,8 +111,9 @@ FOLDED = [
 
 
 def folded_dense() -> dict[str, list[float]]:
-    """Per FOLDED case: [max |portable QDenseBatchnorm - qkeras|, max |qkeras - the unfolded computation|] (the
-    second shows folding changes the outputs, so the first is not trivially 0)."""
+    """Per FOLDED case: [max |portable QDenseBatchnorm - qkeras|, max |qkeras - the unfolded computation| (folding
+    changes the outputs, so the first is not trivially 0), max |training-mode - inference outputs|, iteration
+    after that one training call]."""
     from qkeras import QConv2DBatchnorm
 
     from k2to3.portable.qkeras_folded import QDenseBatchnorm
@@ -144,7 +145,11 @@ def folded_dense() -> dict[str, list[float]]:
         bias = values["bias"] if spec.get("use_bias", True) else 0.0
         unfolded = (x @ np.asarray(get_quantizer(spec["kernel_quantizer"])(values["kernel"].astype("float32")))
                     + bias - values["moving_mean"]) * inv + values["beta"]
-        out[f"QDenseBatchnorm case {i}"] = [float(np.abs(got - want).max()), float(np.abs(want - unfolded).max())]
+        # a training step computes qkeras's frozen-BN pass: the same outputs, iteration counted from -1
+        trained = keras.ops.convert_to_numpy(port(keras.ops.convert_to_tensor(x), training=True))
+        out[f"QDenseBatchnorm case {i}"] = [float(np.abs(got - want).max()), float(np.abs(want - unfolded).max()),
+                                            float(np.abs(trained - got).max()),
+                                            int(keras.ops.convert_to_numpy(port.iteration))]
     return out
 
 

@@ -1,4 +1,4 @@
-"""QKeras layer configs (rules K2T440-K2T443, K2T940): each quantizer, saved by qkeras as a serialized object
+"""QKeras layer configs (rules K2T440-K2T445, K2T940, K2T944): each quantizer, saved by qkeras as a serialized object
 (`{"class_name": "quantized_bits", "config": {...}}`) or as a string (`"quantized_relu(6)"`), becomes the plain
 `{"quantizer": NAME, "config": {...}}` that k2to3.portable.qkeras computes with; the rename rules of
 rules/layers.toml then map the class to its portable layer. A quantizer or option whose arithmetic the portable
