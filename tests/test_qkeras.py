@@ -1,4 +1,4 @@
-"""QKeras (K2T440-K2T443, K2T940) and the quantized layers k2to3 stops on (K2T941-K2T943): the config upgrade
+"""QKeras (K2T440-K2T445, K2T940, K2T944) and the quantized layers k2to3 stops on (K2T941-K2T943): the config upgrade
 (pure data), k2to3.portable.qkeras's quantizers against qkeras itself element by element on every backend, and
 the fixtures written by qkeras / tensorflow-model-optimization (tests/fixtures/make_qkeras_fixtures.py)
 converted end to end with qkeras under tf_keras as the reference."""
@@ -62,6 +62,10 @@ def test_cnn_string_quantizer_and_quantizer_activation():
     ("quantized_relu(6)", ("quantized_relu", {"bits": 6})),
     ("binary", ("binary", {})),
     ("ternary(alpha='auto')", ("ternary", {"alpha": "auto"})),
+    ("quantized_relu_po2(6, 2048)", ("quantized_relu_po2", {"bits": 6, "max_value": 2048})),
+    ("quantized_relu_po2(6, quadratic_approximation=True)",
+     ("quantized_relu_po2", {"bits": 6, "quadratic_approximation": True})),
+    ("quantized_po2(5)", ("quantized_po2", {"bits": 5})),
     ("__import__('os').system('x')", None),  # never evaluated: not a literal call
 ])
 def test_string_quantizers_are_parsed_as_literals(text, want):
@@ -73,6 +77,8 @@ def test_string_quantizers_are_parsed_as_literals(text, want):
     ("quantized_relu(4,0,1)", "use_sigmoid=1"),
     ("quantized_tanh(4)", "quantized_tanh has no portable equivalent"),
     ({"class_name": "quantized_bits", "config": {"bits": 4, "qnoise_factor": 0.5}}, "qnoise_factor=0.5"),
+    ("quantized_po2(4, 1, log2_rounding='ceil')", "log2_rounding='ceil'"),
+    ("quantized_relu_po2(4, 1, 0, 1)", "use_stochastic_rounding=1"),
 ])
 def test_unsupported_quantizer_is_an_error_naming_it(value, words):
     config = {"class_name": "Model", "config": {"name": "m", "layers": [
@@ -84,9 +90,81 @@ def test_unsupported_quantizer_is_an_error_naming_it(value, words):
     assert [e.code for e in errors] == ["K2T940"] and words in errors[0].message and errors[0].layer == "act"
 
 
+def test_po2_batchnorm_defaults_become_portable_quantizers():
+    """qkeras's default QBatchNormalization quantizers become portable quantizers, no K2T940."""
+    plan = _plan("qkeras_po2_batchnorm")
+    assert not plan.errors
+    layers = _layers(plan)
+    bn = layers["bn_po2"]["config"]
+
+    def short(spec: dict) -> tuple:
+        cfg = spec["config"]
+        return spec["quantizer"], cfg["bits"], cfg["max_value"], cfg["quadratic_approximation"]
+
+    assert short(bn["gamma_quantizer"]) == ("quantized_relu_po2", 6, 2048, False)
+    assert short(bn["variance_quantizer"]) == ("quantized_relu_po2", 6, None, True)
+    assert short(bn["beta_quantizer"]) == short(bn["mean_quantizer"]) == ("quantized_po2", 5, None, False)
+    assert layers["relu_po2"]["config"]["quantizer"]["quantizer"] == "quantized_relu_po2"
+    assert layers["fc_po2"]["config"]["kernel_quantizer"]["quantizer"] == "quantized_po2"
+
+
+def test_folded_conv_becomes_portable_with_its_bn_config():
+    plan = _plan("qkeras_folded")
+    assert not plan.errors and "K2T445" in {f.code for f in plan.findings}
+    layers = _layers(plan)
+    first, second = layers["fused_convbn_0"], layers["fused_convbn_1"]
+    assert first["registered_name"] == second["registered_name"] == "k2to3>QConv2DBatchnorm"
+    cfg = second["config"]
+    assert cfg["folding_mode"] == "batch_stats_folding" and cfg["ema_freeze_delay"] == 2
+    assert cfg["momentum"] == 0.8 and cfg["axis"] == 3 and cfg["use_bias"] is False
+    assert cfg["kernel_quantizer"]["config"]["alpha"] == "auto_po2"
+    assert not {"renorm", "renorm_momentum", "fused", "virtual_batch_size", "adjustment"} & set(cfg)
+
+
+def _folded_model(cls: str, **extra) -> dict:
+    """A one-layer model config with the keys qkeras's get_config writes for a folded layer."""
+    q = {"class_name": "quantized_bits", "config": {"bits": 8, "integer": 1, "alpha": 1}}
+    shape, base = ([None, 6], {"units": 4}) if cls == "QDenseBatchnorm" else (
+        [None, 6, 6, 2], {"filters": 4, "kernel_size": [3, 3], "data_format": "channels_last"})
+    cfg = {"name": "f", **base, "activation": "linear", "use_bias": True, "kernel_quantizer": q,
+           "bias_quantizer": q, "kernel_range": None, "bias_range": None,
+           "axis": [1] if cls == "QDenseBatchnorm" else [3], "momentum": 0.99, "epsilon": 0.001, "center": True,
+           "scale": True, "renorm": False, "renorm_clipping": None, "renorm_momentum": 0.99, "fused": None,
+           "virtual_batch_size": None, "adjustment": None, "ema_freeze_delay": None,
+           "folding_mode": "ema_stats_folding", **extra}
+    return {"class_name": "Functional", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "x", "batch_input_shape": shape}, "inbound_nodes": []},
+        {"class_name": cls, "config": cfg, "inbound_nodes": [[["x", 0, 0, {}]]]}],
+        "input_layers": [["x", 0, 0]], "output_layers": [["f", 0, 0]]}}
+
+
+def test_folded_dense_becomes_portable():
+    """qkeras 0.9 (PyPI) has no QDenseBatchnorm: the config is the one later qkeras writes (QDense's keys, the
+    inner BatchNormalization's, ema_freeze_delay, folding_mode)."""
+    plan = upgrade(_folded_model("QDenseBatchnorm"))
+    assert not plan.errors and "K2T444" in {f.code for f in plan.findings}
+    spec = _layers(plan)["f"]
+    assert spec["registered_name"] == "k2to3>QDenseBatchnorm"
+    assert spec["config"]["kernel_quantizer"] == {"quantizer": "quantized_bits",
+                                                  "config": {"bits": 8, "integer": 1, "alpha": 1}}
+    assert "kernel_range" not in spec["config"] and "fused" not in spec["config"]
+
+
+@pytest.mark.parametrize(("cls", "extra", "words"), [
+    ("QConv2DBatchnorm", {"renorm": True}, "renorm=True"),
+    ("QDenseBatchnorm", {"renorm": True}, "renorm=True"),
+    ("QConv2DBatchnorm", {"axis": [1]}, "axis=[1]"),
+    ("QConv2DBatchnorm", {"data_format": "channels_first"}, "data_format='channels_first'"),
+    ("QDenseBatchnorm", {"folding_mode": "no_folding"}, "folding_mode='no_folding'"),
+])
+def test_folded_mode_not_computed_is_a_stop_naming_it(cls, extra, words):
+    errors = upgrade(_folded_model(cls, **extra)).errors
+    assert [(e.code, e.layer) for e in errors] == [("K2T944", "f")] and words in errors[0].message, errors
+    assert errors[0].message.startswith(cls)
+
+
 @pytest.mark.parametrize(("name", "code", "classes"), [
-    ("qkeras_folded", "K2T941", {"QConv2DBatchnorm"}),
-    ("qkeras_po2_batchnorm", "K2T940", {"QBatchNormalization"}),
+    ("qkeras_depthwise", "K2T941", {"QDepthwiseConv2D"}),
     ("tfmot_qat", "K2T943", {"QuantizeLayer", "QuantizeWrapperV2"}),
 ])
 def test_unported_quantized_layers_stop_naming_the_class(name, code, classes):
@@ -106,35 +184,49 @@ def test_larq_layer_stops_naming_the_class():
 
 def test_cli_stop_is_one_line_with_exit_code_3(tmp_path):
     out = tmp_path / "m.keras"
-    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(QK / "qkeras_folded.h5"), "-o", str(out)],
+    r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(QK / "qkeras_depthwise.h5"), "-o", str(out)],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert r.returncode == 3 and "Traceback" not in r.stderr + r.stdout
     lines = [ln for ln in (r.stderr + r.stdout).splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1 and "K2T941" in lines[0] and "QConv2DBatchnorm" in lines[0]
+    assert len(lines) == 1 and "K2T941" in lines[0] and "QDepthwiseConv2D" in lines[0]
     assert not out.exists() and not list(tmp_path.glob(".*partial*"))  # only the report says why
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["tensorflow", "torch", "jax"])
 def test_portable_quantizers_match_qkeras(backend):
-    """44 cases (22 quantizer configurations on a grid of every multiple of 1/256 in [-10, 10] and on a conv
-    kernel): every quantization level agrees with qkeras's; element values are bit-identical except the
-    float least-squares scales of alpha='auto', whose mean reduction order differs on torch and jax (a few ulp)."""
+    """77 cases (22 quantizer configurations on a grid of every multiple of 1/256 in [-10, 10] and on a conv
+    kernel, 11 power-of-two ones also on powers of two, their float32 neighbours, 2^(k+1/2), zero, -0.0, values
+    below epsilon and far above max_value): every quantization level agrees with qkeras's; element values are
+    bit-identical except the float least-squares scales of alpha='auto', whose mean reduction order differs on
+    torch and jax (a few ulp), and, on torch and jax, po2 exponents of inputs next to a log2 rounding boundary
+    (float32 log differs by an ulp between backends)."""
     env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "qkeras_probe.py")], capture_output=True, text=True,
                          env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["backend"] == backend and len(got["rows"]) == 44
-    for case, (n_diff, max_abs) in got["rows"].items():
+    assert got["backend"] == backend and len(got["rows"]) == 77
+    assert sum("po2" in case.split("(")[0] for case in got["rows"]) == 33
+    for case, (n_diff, max_abs, off_boundary) in got["rows"].items():
         if "'auto'" in case:
             assert max_abs <= 1e-6, case
+        elif "po2" in case.split("(")[0] and backend != "tensorflow":
+            assert off_boundary == 0, case
         else:
             assert n_diff == 0, case
+    # QDenseBatchnorm against qkeras's QConv2DBatchnorm 1x1 (the same folding): equal up to the matmul's float
+    # summation order, while the unfolded computation is far off (folding changes the quantization levels)
+    assert len(got["folded"]) == 3
+    for case, (max_abs, unfolded, train_diff, iteration) in got["folded"].items():
+        assert max_abs <= 1e-6 and unfolded > 0.1, case
+        assert train_diff == 0.0 and iteration == 0, case  # frozen-BN training: same pass, one step counted
+        if backend == "tensorflow":
+            assert max_abs == 0.0, case
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["qkeras_jet_tagger", "qkeras_cnn"])
+@pytest.mark.parametrize("name", ["qkeras_jet_tagger", "qkeras_cnn", "qkeras_folded", "qkeras_po2_batchnorm"])
 def test_qkeras_fixture_converts_with_parity_against_qkeras(name, pool, tmp_path):
     from k2to3.pipeline.convert import convert
 
@@ -180,8 +272,9 @@ def test_converted_model_really_quantizes(tmp_path, pool):
     assert got["diff"] > 1e-3
 
 
-@pytest.mark.parametrize(("name", "code"), [("qkeras_folded", "K2T941"), ("qkeras_po2_batchnorm", "K2T940"),
-                                            ("tfmot_qat", "K2T943"), ("qkeras_jet_tagger", None)])
+@pytest.mark.parametrize(("name", "code"), [("qkeras_depthwise", "K2T941"), ("tfmot_qat", "K2T943"),
+                                            ("qkeras_jet_tagger", None), ("qkeras_folded", None),
+                                            ("qkeras_po2_batchnorm", None)])
 def test_audit_predicts_the_stop(name, code):
     """The static audit says blocked (not "portable with source") for a quantized layer k2to3 stops on."""
     from k2to3.stores.static import static_verdict

@@ -60,6 +60,10 @@ from k2to3.portable.qkeras import (
     QConv2D,
     QDense,
 )
+from k2to3.portable.qkeras_folded import (
+    QConv2DBatchnorm,
+    QDenseBatchnorm,
+)
 from k2to3.portable.removed import (
     Highway,
     LocallyConnected1D,
@@ -99,7 +103,9 @@ __all__ = [
     "QBatchNormalization",
     "QClip",
     "QConv2D",
+    "QConv2DBatchnorm",
     "QDense",
+    "QDenseBatchnorm",
     "ShapeOp",
     "StochasticDepth",
     "TFOpLayer",

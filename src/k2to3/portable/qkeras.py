@@ -4,8 +4,11 @@ arithmetic as qkeras 0.9 (qkeras/quantizers.py, qlayers.py, qconvolutional.py, q
 A quantizer is carried as plain config `{"quantizer": NAME, "config": {...}}` (qkeras's own get_config keys).
 Every expression keeps qkeras's order of operations (`x + (-x + q)` for the straight-through estimator, the
 scale loops of alpha='auto'/'auto_po2'), so a value on a rounding boundary rounds as qkeras rounds it;
-`ops.round` rounds half to even on every backend, as tf.round does. Stochastic rounding, po2 and sigmoid
-quantizers are refused when the model is converted (rule K2T940), not here.
+`ops.round` rounds half to even on every backend, as tf.round does. The power-of-two quantizers take their
+exponent from float32 `log(x) / log(2)`, as qkeras does: on torch and jax, whose log differs from tf's by an ulp, an
+input next to a log2 rounding boundary may take the neighbouring exponent. Stochastic rounding and sigmoid
+quantizers are refused when the model is converted (rule K2T940), not here; the folded layers are in
+qkeras_folded.py.
 """
 
 from __future__ import annotations
@@ -155,8 +158,53 @@ def ternary(x: Any, c: dict[str, Any]) -> Any:
     return _ste(x, scale * q)
 
 
+def _po2_exponents(bits: int, max_value: Any, quadratic: bool) -> tuple[int, int]:
+    """qkeras _need_exponent_sign_bit_check + _get_min_max_exponents: the exponent range of `bits` bits (the
+    exponent needs a sign bit unless max_value <= 1)."""
+    effect = bits - (0 if max_value is not None and max_value <= 1 else 1)
+    min_exp, max_exp = -(2 ** effect), 2 ** effect - 1
+    return min_exp, 2 * (max_exp // 2) if quadratic else max_exp
+
+
+def _clip_power_of_two(x_abs: Any, min_exp: int, max_exp: int, c: dict[str, Any]) -> Any:
+    """qkeras _clip_power_of_two: the clipped base-2 exponent of x_abs (>= 0); below epsilon it is min_exp."""
+    max_value = c.get("max_value")
+    x_filter = ops.where(x_abs < EPSILON, EPSILON, x_abs)
+    if max_value is not None:
+        x_filter = ops.where(x_filter >= max_value, ops.ones_like(x_filter) * max_value, x_filter)
+    q_factor, x_input = (2.0, ops.sqrt(x_filter)) if c.get("quadratic_approximation") else (1.0, x_filter)
+    log2 = ops.log(x_input) / LOG2
+    x_log2 = _ste(log2, ops.floor(log2)) if c.get("log2_rounding", "rnd") == "floor" else _round_through(log2)
+    clipped = q_factor * ops.clip(x_log2, float(min_exp), float(max_exp))
+    return ops.where(x_abs < EPSILON, ops.ones_like(x_abs) * min_exp, clipped)
+
+
+def quantized_po2(x: Any, c: dict[str, Any]) -> Any:
+    bits, max_value = int(c.get("bits", 8)), c.get("max_value")
+    min_exp, max_exp = _po2_exponents(bits - 1, max_value, bool(c.get("quadratic_approximation")))
+    x = ops.cast(x, "float32")
+    x_sign = ops.sign(x)
+    x_sign = x_sign + (1.0 - ops.abs(x_sign))  # zero counts as positive: 0 -> +2^min_exp
+    xq = x_sign * ops.power(2.0, _clip_power_of_two(ops.abs(x), min_exp, max_exp, c))
+    return _qnoise(x, xq, c)
+
+
+def quantized_relu_po2(x: Any, c: dict[str, Any]) -> Any:
+    bits, max_value = int(c.get("bits", 8)), c.get("max_value")
+    slope = float(c.get("negative_slope", 0) or 0)
+    min_exp, max_exp = _po2_exponents(bits, max_value, bool(c.get("quadratic_approximation")))
+    x_original = ops.cast(x, "float32")
+    relu = ops.where(x_original >= 0, x_original, x_original * slope) if slope else ops.relu(x_original)
+    x = relu if max_value is None else ops.where(x_original <= max_value, relu, ops.ones_like(relu) * max_value)
+    pos = ops.power(2.0, _clip_power_of_two(ops.relu(x_original), min_exp, max_exp, c))
+    if slope == 0.0:  # qkeras's where(x >= 0 or slope == 0): every input takes the positive branch
+        return _qnoise(x, pos, c)
+    neg = -ops.power(2.0, _clip_power_of_two(ops.relu(-x_original) * slope, min_exp, max_exp, c))
+    return _qnoise(x, ops.where(x_original >= 0.0, pos, neg), c)
+
+
 QUANTIZERS = {"quantized_bits": quantized_bits, "quantized_relu": quantized_relu, "binary": binary,
-              "ternary": ternary}
+              "ternary": ternary, "quantized_po2": quantized_po2, "quantized_relu_po2": quantized_relu_po2}
 
 
 def quantize(x: Any, spec: dict[str, Any] | None) -> Any:

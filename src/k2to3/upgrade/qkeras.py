@@ -1,4 +1,4 @@
-"""QKeras layer configs (rules K2T440-K2T443, K2T940): each quantizer, saved by qkeras as a serialized object
+"""QKeras layer configs (rules K2T440-K2T445, K2T940, K2T944): each quantizer, saved by qkeras as a serialized object
 (`{"class_name": "quantized_bits", "config": {...}}`) or as a string (`"quantized_relu(6)"`), becomes the plain
 `{"quantizer": NAME, "config": {...}}` that k2to3.portable.qkeras computes with; the rename rules of
 rules/layers.toml then map the class to its portable layer. A quantizer or option whose arithmetic the portable
@@ -15,11 +15,17 @@ if TYPE_CHECKING:
 # class -> the config keys holding a quantizer
 QUANTIZER_KEYS = {"QDense": ("kernel_quantizer", "bias_quantizer"), "QConv2D": ("kernel_quantizer", "bias_quantizer"),
                   "QBatchNormalization": ("beta_quantizer", "gamma_quantizer", "mean_quantizer",
-                                          "variance_quantizer"), "QActivation": ()}
+                                          "variance_quantizer"), "QActivation": (),
+                  "QDenseBatchnorm": ("kernel_quantizer", "bias_quantizer"),
+                  "QConv2DBatchnorm": ("kernel_quantizer", "bias_quantizer")}
 # A key qkeras's get_config always writes for the class: a layer of that name without it is someone else's
 # class (a team's own "QDense"), left to --src or K2T902 rather than guessed to be qkeras's.
 SIGNATURE = {"QDense": "kernel_quantizer", "QConv2D": "kernel_quantizer", "QBatchNormalization": "gamma_quantizer",
-             "QActivation": "activation"}
+             "QActivation": "activation", "QDenseBatchnorm": "folding_mode", "QConv2DBatchnorm": "folding_mode"}
+FOLDED = ("QDenseBatchnorm", "QConv2DBatchnorm")
+# The inner BatchNormalization's options that only change its training step (qkeras's inference folds gamma,
+# beta and the moving statistics and never uses the BN's own output): dropped. renorm adds weights: a stop.
+_BN_TRAINING_ONLY = ("renorm", "renorm_clipping", "renorm_momentum", "fused", "virtual_batch_size", "adjustment")
 
 
 def is_qkeras(class_name: str, cfg: dict[str, Any]) -> bool:
@@ -33,10 +39,16 @@ POSITIONAL = {"quantized_bits": ("bits", "integer", "symmetric", "keep_negative"
               "quantized_relu": ("bits", "integer", "use_sigmoid", "negative_slope", "use_stochastic_rounding",
                                  "relu_upper_bound", "is_quantized_clip"),
               "binary": ("use_01", "alpha", "use_stochastic_rounding"),
-              "ternary": ("alpha", "threshold", "use_stochastic_rounding", "number_of_unrolls")}
+              "ternary": ("alpha", "threshold", "use_stochastic_rounding", "number_of_unrolls"),
+              "quantized_po2": ("bits", "max_value", "use_stochastic_rounding", "quadratic_approximation",
+                                "log2_rounding"),
+              "quantized_relu_po2": ("bits", "max_value", "negative_slope", "use_stochastic_rounding",
+                                     "quadratic_approximation", "log2_rounding")}
 # (quantizer, option, value that is supported): anything else changes the arithmetic
 _ONLY = [("*", "use_stochastic_rounding", (False, 0, None)), ("quantized_relu", "use_sigmoid", (False, 0, None)),
-         ("quantized_bits", "alpha", None), ("binary", "alpha", None), ("ternary", "alpha", None)]
+         ("quantized_bits", "alpha", None), ("binary", "alpha", None), ("ternary", "alpha", None),
+         ("quantized_po2", "log2_rounding", ("rnd", "floor")),
+         ("quantized_relu_po2", "log2_rounding", ("rnd", "floor"))]
 _ALPHA_STRINGS = {"quantized_bits": ("auto", "auto_po2"), "binary": ("auto", "auto_po2"),
                   "ternary": ("auto", "auto_po2")}
 # Parameters that only change training (qnoise schedules, variables) or the repr
@@ -106,7 +118,8 @@ def quantizer(up: UpgradeState, cls: str, key: str, value: Any, layer: str) -> d
     why = "not a qkeras quantizer" if parsed is None else unsupported(*parsed)
     if why is not None:
         up.note(up.code("qkeras_quantizer"), "error", f"{cls} {key}: {why}", layer,
-                "re-train with quantized_bits / quantized_relu / binary / ternary, or keep the model in QKeras")
+                "re-train with quantized_bits / quantized_relu / quantized_po2 / quantized_relu_po2 / binary / "
+                "ternary, or keep the model in QKeras")
         return None
     name, cfg = parsed  # type: ignore[misc]
     return {"quantizer": name, "config": {k: v for k, v in cfg.items() if k not in _IGNORED and k != "scale_axis"}}
@@ -127,9 +140,30 @@ def _object(value: Any) -> Any:
     return value
 
 
+def folded_mode(cls: str, cfg: dict[str, Any]) -> str | None:
+    """Why the portable folded layer cannot compute `cls(**cfg)` as qkeras does, or None."""
+    axis = cfg.get("axis", -1)
+    axis = axis[0] if isinstance(axis, list) and len(axis) == 1 else axis
+    if axis not in (-1, 1 if cls == "QDenseBatchnorm" else 3):
+        return f"axis={cfg.get('axis')!r} (qkeras folds the BN over the kernel's last axis only)"
+    if cfg.get("renorm"):
+        return "renorm=True (batch renormalization's extra variables)"
+    if cfg.get("data_format", "channels_last") != "channels_last":
+        return f"data_format={cfg['data_format']!r}"
+    if cfg.get("folding_mode", "ema_stats_folding") not in ("ema_stats_folding", "batch_stats_folding"):
+        return f"folding_mode={cfg['folding_mode']!r}"
+    return None
+
+
 def upgrade_config(up: UpgradeState, cls: str, cfg: dict[str, Any], layer: str) -> dict[str, Any]:
     """Called by layer_config before the rename rules: quantizers normalized, qkeras-only keys dropped."""
     out = {k: _object(v) for k, v in cfg.items() if k not in _RANGE_KEYS}
+    if cls in FOLDED:
+        why = folded_mode(cls, out)
+        if why is not None:
+            up.note(up.code("qkeras_folded_mode"), "error", f"{cls}({why}) is not supported", layer,
+                    "unfold it in QKeras (QConv2D / QDense + QBatchNormalization) and re-save")
+        out = {k: v for k, v in out.items() if k not in _BN_TRAINING_ONLY}
     for key in QUANTIZER_KEYS[cls]:
         out[key] = quantizer(up, cls, key, out.get(key), layer)
     act = out.get("activation")
