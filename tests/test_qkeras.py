@@ -95,15 +95,6 @@ def test_unported_quantized_layers_stop_naming_the_class(name, code, classes):
     assert {e.message.split(":")[0].split(" ")[0] for e in errors} == classes
 
 
-def test_larq_layer_stops_naming_the_class():
-    config = {"class_name": "Sequential", "config": {"name": "s", "layers": [
-        {"class_name": "QuantConv2D", "config": {"name": "qc", "filters": 4, "kernel_size": [3, 3],
-                                                 "input_quantizer": "ste_sign", "kernel_quantizer": "ste_sign",
-                                                 "batch_input_shape": [None, 8, 8, 1]}}]}}
-    errors = upgrade(config).errors
-    assert [(e.code, e.layer) for e in errors] == [("K2T942", "qc")] and "QuantConv2D" in errors[0].message
-
-
 def test_cli_stop_is_one_line_with_exit_code_3(tmp_path):
     out = tmp_path / "m.keras"
     r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(QK / "qkeras_folded.h5"), "-o", str(out)],
