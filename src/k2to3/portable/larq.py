@@ -133,6 +133,9 @@ class _QuantConv:
         rank = len(self.kernel_size)
         last = self.data_format == "channels_last"
         spatial = inputs.shape[1:-1] if last else inputs.shape[2:]
+        if any(d is None for d in spatial):
+            raise ValueError(f"{self.name}: pad_values={self.pad_values} with padding='same' needs a static "
+                             f"spatial input shape, got {tuple(inputs.shape)}")
         pads = [_same_padding(int(spatial[i]), self.kernel_size[i], self.strides[i], self.dilation_rate[i])
                 for i in range(rank)]
         full = [(0, 0), *pads, (0, 0)] if last else [(0, 0), (0, 0), *pads]
