@@ -9,8 +9,8 @@ The names below are a public API: generated `--src` modules and `k2to3 fix` outp
 and saved configs name the registered ones; none of them is ever renamed or removed
 (tests/test_portable_compat.py). One module per kind: activations, layers (Keras 2 and library layers),
 removed (layers Keras 3 removed), qkeras (QKeras layers and quantizers), larq (larq's binarized layers),
-tfops (TFOpLambda / tf.* translations and the TF-only and dynamic-shape layers), backend (K.* functions),
-optimizers (Keras 2 update rules); registry holds the package name.
+tfmot (quantization-aware training layers), tfops (TFOpLambda / tf.* translations and the TF-only and
+dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry holds the package name.
 """
 
 from __future__ import annotations
@@ -74,6 +74,10 @@ from k2to3.portable.removed import (
     MaxoutDense,
     WeightNormalization,
 )
+from k2to3.portable.tfmot import (
+    QuantizeLayer,
+    QuantizeWrapperV2,
+)
 from k2to3.portable.tfops import (
     ShapeOp,
     TFOpLayer,
@@ -110,6 +114,8 @@ __all__ = [
     "QuantConv2D",
     "QuantDense",
     "QuantDepthwiseConv2D",
+    "QuantizeLayer",
+    "QuantizeWrapperV2",
     "ShapeOp",
     "StochasticDepth",
     "TFOpLayer",

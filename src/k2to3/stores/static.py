@@ -114,7 +114,8 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     if any(e.code == "K2T904" for e in errors):
         return {**row, "verdict": "tf-only", "reason": errors[0].line()}
     stops = _stop_codes()
-    quantizer = next((e for e in errors if stops.get(e.code) in ("qkeras_quantizer", "larq_quantizer")), None)
+    quantizer = next((e for e in errors if stops.get(e.code) in ("qkeras_quantizer", "larq_quantizer",
+                                                                          "tfmot_config")), None)
     if quantizer is not None:  # no source changes what a quantizer computes
         return {**row, "verdict": "blocked", "reason": quantizer.line()}
     src_reason = None
@@ -143,7 +144,7 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
 def _stop_codes() -> dict[str, str]:
     """Rule code -> builtin of the rules that stop on a library layer or quantizer (rules/layers.toml)."""
     return {r.code: r.builtin for r in rules_mod.layer_rules() if r.builtin in ("no_keras3_port", "qkeras_quantizer",
-                                                                            "larq_quantizer")}
+                                                                            "larq_quantizer", "tfmot_config")}
 
 
 # -- a discovered store, row by row (audit of URLs, convert STORE/) ----------------------------------------------

@@ -18,6 +18,8 @@ from k2to3.upgrade.larq import upgrade_config as upgrade_larq
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
 from k2to3.upgrade.qkeras import QUANTIZER_KEYS, is_qkeras
 from k2to3.upgrade.qkeras import upgrade_config as upgrade_qkeras
+from k2to3.upgrade.tfmot import CLASSES as TFMOT_CLASSES
+from k2to3.upgrade.tfmot import upgrade_config as upgrade_tfmot
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
@@ -36,6 +38,8 @@ def layer_config(
         renames = False  # named like a qkeras layer, configured like none: someone's own class (K2T902 or --src)
     if class_name in QUANTIZER_KEYS and renames:  # K2T440-K2T443: quantizers as plain data, before the renames
         cfg = upgrade_qkeras(up, class_name, cfg, layer)
+    if class_name in TFMOT_CLASSES and renames:  # K2T458-K2T459: QuantizeConfigs as quantizer specs
+        cfg = upgrade_tfmot(up, class_name, cfg, layer)
     if class_name in LARQ_KEYS:  # K2T455-K2T457, as for qkeras: someone's own QuantDense is left to --src
         if not is_larq(class_name, cfg):
             renames = False
