@@ -83,19 +83,29 @@ def test_audit_predicts_portable():
         assert static_verdict(LQ / f"{name}.h5", {})["verdict"] == "portable", name
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["larq_mnist_bnn", "larq_zoo_blocks", "larq_conv1d"])
-def test_larq_fixture_converts_with_parity_against_larq(name, pool, tmp_path):
+@pytest.fixture(scope="module")
+def converted(pool, tmp_path_factory):
+    """Each fixture converted once. The guide's model is compiled and trained: one Adam step through the
+    straight-through gradients, from the file's slots. Not --grads: 23% of its second max-pool's windows hold
+    ties (a binary convolution's outputs are integers), and the backends route a tied max's gradient to
+    different elements (docs/convert.md#larq)."""
     from k2to3.pipeline.convert import convert
 
-    # Compiled and trained: one Adam step through the straight-through gradients, from the file's slots. Not
-    # --grads: 23% of the second max-pool's windows hold ties (a binary convolution's outputs are integers), and
-    # the backends route a tied max's gradient to different elements (docs/convert.md#larq).
-    fit = name == "larq_mnist_bnn"
-    report = convert(Options(src=LQ / f"{name}.h5", output=tmp_path / "m.keras", fit_steps=1 if fit else 0),
-                     pool=pool)
+    out = tmp_path_factory.mktemp("larq")
+    done = {}
+    for name in ("larq_mnist_bnn", "larq_zoo_blocks", "larq_conv1d"):
+        fit = name == "larq_mnist_bnn"
+        done[name] = (convert(Options(src=LQ / f"{name}.h5", output=out / f"{name}.keras", fit_steps=int(fit)),
+                              pool=pool), out / f"{name}.keras")
+    return done
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["larq_mnist_bnn", "larq_zoo_blocks", "larq_conv1d"])
+def test_larq_fixture_converts_with_parity_against_larq(name, converted):
+    report = converted[name][0]
     assert report["reference"]["kind"] == "keras2-tf_keras", report["reference"]  # larq loaded the file
-    if fit:
+    if name == "larq_mnist_bnn":
         assert report["optimizer"]["status"] == "restored"
         assert {v["status"] for v in report["training"]["backends"].values()} == {"parity"}, report["training"]
     assert report["verdict"] == "parity" and report["exit_code"] == 0, report["verdict"]
@@ -106,13 +116,10 @@ def test_larq_fixture_converts_with_parity_against_larq(name, pool, tmp_path):
 
 
 @pytest.mark.slow
-def test_converted_bnn_really_binarizes(tmp_path, pool):
+def test_converted_bnn_really_binarizes(converted):
     """Parity against larq means something only if the quantizers act: the first QuantDense sees only +-1 inputs
     and its kernel is used as +-1, so the same weights without quantizers give other outputs."""
-    from k2to3.pipeline.convert import convert
-
-    out = tmp_path / "m.keras"
-    convert(Options(src=LQ / "larq_mnist_bnn.h5", output=out, backends=["jax"]), pool=pool)
+    out = converted["larq_mnist_bnn"][1]
     code = ("import sys, json, numpy as np, keras, k2to3.portable\n"
             "from k2to3.portable.larq import quantize\n"
             "m = keras.saving.load_model(sys.argv[1])\n"
