@@ -1,4 +1,4 @@
-"""larq (K2T455-K2T457, K2T944, K2T942): the config upgrade (pure data) and the fixtures written by larq itself
+"""larq (K2T455-K2T457, K2T946, K2T942): the config upgrade (pure data) and the fixtures written by larq itself
 (tests/fixtures/make_larq_fixtures.py) converted end to end with larq under tf_keras as the reference: every
 built-in quantizer, `pad_values`, the weight_clip constraint, and a trained model's gradients and training step."""
 
@@ -57,7 +57,7 @@ def test_unknown_larq_quantizer_is_an_error_naming_it():
         "name": "qc", "filters": 4, "kernel_size": [3, 3], "kernel_quantizer": "ste_sign",
         "input_quantizer": {"class_name": "MyTeamSign", "config": {}}}}
     errors = upgrade(_model(layer)).errors
-    assert [(e.code, e.layer) for e in errors] == [("K2T944", "qc")]
+    assert [(e.code, e.layer) for e in errors] == [("K2T946", "qc")]
     assert "input_quantizer" in errors[0].message and "MyTeamSign" in errors[0].message
 
 

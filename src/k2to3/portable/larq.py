@@ -7,7 +7,7 @@ A quantizer is carried as plain config `{"quantizer": NAME, "config": {...}}`. l
 functions with straight-through gradients (`tf.custom_gradient`); here each is written as
 `stop_gradient(q) + (x - stop_gradient(x)) * g` with `g` the gradient larq's custom gradient multiplies by, so the
 forward value is exactly q on every backend and training sees the same gradient. A quantizer this module does not
-know is refused when the model is converted (rule K2T944), not here.
+know is refused when the model is converted (rule K2T946), not here.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""larq layer configs (rules K2T455-K2T457, K2T944): each quantizer, saved by larq as a serialized object
+"""larq layer configs (rules K2T455-K2T457, K2T946): each quantizer, saved by larq as a serialized object
 (`{"class_name": "SteSign", "config": {"clip_value": 1.0, ...}}`, older releases `{"class_name": "ste_sign"}`) or
 as an alias string (`"ste_sign"`), becomes the plain `{"quantizer": NAME, "config": {...}}` that
 k2to3.portable.larq computes with; larq's `weight_clip` constraint becomes k2to3>QClip(-c, c). A quantizer whose
-arithmetic the portable layer does not reproduce is an error naming it (K2T944). Pure data, no keras."""
+arithmetic the portable layer does not reproduce is an error naming it (K2T946). Pure data, no keras."""
 
 from __future__ import annotations
 
