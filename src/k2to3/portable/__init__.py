@@ -8,9 +8,9 @@ nothing else of k2to3, so a model converted by k2to3 needs no TensorFlow, no tf_
 The names below are a public API: generated `--src` modules and `k2to3 fix` output call `k2to3.portable.NAME`,
 and saved configs name the registered ones; none of them is ever renamed or removed
 (tests/test_portable_compat.py). One module per kind: activations, layers (Keras 2 and library layers),
-removed (layers Keras 3 removed), qkeras (QKeras layers and quantizers), tfops (TFOpLambda / tf.* translations
-and the TF-only and dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry
-holds the package name.
+removed (layers Keras 3 removed), qkeras (QKeras layers and quantizers), larq (larq's binarized layers),
+tfmot (quantization-aware training layers), tfops (TFOpLambda / tf.* translations and the TF-only and
+dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry holds the package name.
 """
 
 from __future__ import annotations
@@ -42,6 +42,12 @@ from k2to3.portable.backend import (
     switch,
     temporal_padding,
 )
+from k2to3.portable.larq import (
+    QuantConv1D,
+    QuantConv2D,
+    QuantDense,
+    QuantDepthwiseConv2D,
+)
 from k2to3.portable.layers import (
     ContribInstanceNormalization,
     LayerScale,
@@ -71,6 +77,10 @@ from k2to3.portable.removed import (
     Maxout,
     MaxoutDense,
     WeightNormalization,
+)
+from k2to3.portable.tfmot import (
+    QuantizeLayer,
+    QuantizeWrapperV2,
 )
 from k2to3.portable.tfops import (
     ShapeOp,
@@ -106,6 +116,12 @@ __all__ = [
     "QConv2DBatchnorm",
     "QDense",
     "QDenseBatchnorm",
+    "QuantConv1D",
+    "QuantConv2D",
+    "QuantDense",
+    "QuantDepthwiseConv2D",
+    "QuantizeLayer",
+    "QuantizeWrapperV2",
     "ShapeOp",
     "StochasticDepth",
     "TFOpLayer",

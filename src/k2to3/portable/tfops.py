@@ -41,7 +41,8 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
         scale, nudged_min, nudged_max, inv_scale = (float(v) for v in (scale, nudged_min, nudged_max, inv_scale))
     else:
         lo, hi = ops.cast(min, "float32"), ops.cast(max, "float32")
-        scale = (hi - lo) / (quant_max - quant_min)
+        d = hi - lo
+        scale = d / (d * 0.0 + float(quant_max - quant_min))  # a true division on XLA too (portable/tfmot.py)
         zero_from_min = quant_min - lo / scale
         zero = ops.clip(ops.sign(zero_from_min) * ops.floor(ops.abs(zero_from_min) + 0.5), quant_min, quant_max)
         nudged_min = (quant_min - zero) * scale

@@ -120,7 +120,8 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     if any(e.code == "K2T904" for e in errors):
         return {**row, "verdict": "tf-only", "reason": errors[0].line()}
     stops = _stop_codes()
-    quantizer = next((e for e in errors if stops.get(e.code) in ("qkeras_quantizer", "qkeras_folded_mode")), None)
+    quantizer = next((e for e in errors if stops.get(e.code) in ("qkeras_quantizer", "qkeras_folded_mode",
+                                                                "larq_quantizer", "tfmot_config")), None)
     if quantizer is not None:  # no source changes what a quantizer or a folded layer's mode computes
         return {**row, "verdict": "blocked", "reason": quantizer.line()}
     src_reason = None
@@ -148,7 +149,7 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
 
 def _stop_codes() -> dict[str, str]:
     """Rule code -> builtin of the rules that stop on a library layer or quantizer (rules/layers.toml)."""
-    stops = ("no_keras3_port", "qkeras_quantizer", "qkeras_folded_mode")
+    stops = ("no_keras3_port", "qkeras_quantizer", "qkeras_folded_mode", "larq_quantizer", "tfmot_config")
     return {r.code: r.builtin for r in rules_mod.layer_rules() if r.builtin in stops}
 
 

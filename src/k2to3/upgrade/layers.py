@@ -12,9 +12,14 @@ from k2to3.upgrade.activations import activation
 from k2to3.upgrade.bidirectional import backward_half
 from k2to3.upgrade.cudnn import CUDNN
 from k2to3.upgrade.cudnn import upgrade_config as upgrade_cudnn
+from k2to3.upgrade.larq import QUANTIZER_KEYS as LARQ_KEYS
+from k2to3.upgrade.larq import is_larq
+from k2to3.upgrade.larq import upgrade_config as upgrade_larq
 from k2to3.upgrade.plan import INNER_LAYER_KEYS, PORTABLE_PACKAGE, SHAPE_KEYS
 from k2to3.upgrade.qkeras import QUANTIZER_KEYS, is_qkeras
 from k2to3.upgrade.qkeras import upgrade_config as upgrade_qkeras
+from k2to3.upgrade.tfmot import CLASSES as TFMOT_CLASSES
+from k2to3.upgrade.tfmot import upgrade_config as upgrade_tfmot
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
@@ -33,6 +38,13 @@ def layer_config(
         renames = False  # named like a qkeras layer, configured like none: someone's own class (K2T902 or --src)
     if class_name in QUANTIZER_KEYS and renames:  # K2T440-K2T443: quantizers as plain data, before the renames
         cfg = upgrade_qkeras(up, class_name, cfg, layer)
+    if class_name in TFMOT_CLASSES and renames:  # K2T458-K2T459: QuantizeConfigs as quantizer specs
+        cfg = upgrade_tfmot(up, class_name, cfg, layer)
+    if class_name in LARQ_KEYS:  # K2T455-K2T457, as for qkeras: someone's own QuantDense is left to --src
+        if not is_larq(class_name, cfg):
+            renames = False
+        elif renames:
+            cfg = upgrade_larq(up, class_name, cfg, layer)
     if class_name == "BatchNormalization" and cfg.get("virtual_batch_size") and isinstance(cfg.get("axis"), list):
         # K2T405: tf_keras's build() inserts a virtual-batch dimension at index 1 and shifts every axis
         # by +1 in place, so get_config saved the shifted axes.

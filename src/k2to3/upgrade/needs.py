@@ -12,6 +12,8 @@ from typing import Any
 
 from k2to3.core import rules as rules_mod
 from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name
+from k2to3.upgrade.larq import QUANTIZER_KEYS as LARQ_KEYS
+from k2to3.upgrade.larq import is_larq
 from k2to3.upgrade.plan import MODEL_CLASSES
 from k2to3.upgrade.qkeras import is_qkeras
 from k2to3.upgrade.training import KERAS3_LOSSES, LOSS_ALIASES, METRIC_NAMES
@@ -79,7 +81,8 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
                               closure=fn[2] if isinstance(fn, list) and len(fn) == 3 else None))
         elif cls not in known:
             needs.append(Need("class", name, class_name=str(cls).split(">")[-1],
-                              optional=cls in by_rule and is_qkeras(str(cls), lc)))
+                              optional=cls in by_rule and is_qkeras(str(cls), lc)
+                              and (cls not in LARQ_KEYS or is_larq(str(cls), lc))))
         for key in ACTIVATION_KEYS:
             value = lc.get(key)
             if _is_lambda_activation(value):

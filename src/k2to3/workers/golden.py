@@ -20,16 +20,20 @@ from k2to3.workers.runtime import import_module, load_inputs, model_input, probe
 # -- Keras 2 golden (tf_keras) ------------------------------------------------------------------------
 def tf_keras_objects(h5: str | None = None) -> dict[str, Any]:
     """tf_keras's own layers that live outside its registry (ConvNeXt's LayerScale, StochasticDepth), the
-    reference implementations of popular libraries' layers, and qkeras's objects when the file `h5` names them."""
+    reference implementations of popular libraries' layers, and qkeras's, larq's and tfmot's objects when
+    the file `h5` names them."""
     from tf_keras.src.applications import convnext
 
     from k2to3.workers.k2_library import (
         OBJECTS,  # popular libraries' layers (tensorflow-addons, keras-contrib, efficientnet)
+        larq_objects,
         qkeras_objects,
+        tfmot_objects,
     )
 
     return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS,
-            **(qkeras_objects(h5) if h5 else {})}
+            **(qkeras_objects(h5) if h5 else {}), **(larq_objects(h5) if h5 else {}),
+            **(tfmot_objects(h5) if h5 else {})}
 
 
 def golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:

@@ -340,3 +340,43 @@ def qkeras_objects(h5: str) -> dict:
     objects: dict = {}
     _add_supported_quantized_objects(objects)
     return objects
+
+
+def larq_objects(h5: str) -> dict:
+    """larq's own layers, quantizers and constraints (the reference is larq itself) when the file names a larq
+    layer; larq is optional and only imported then (it builds on tf.keras, which is tf_keras in this worker)."""
+    from k2to3.formats.artifact import read_artifact
+    from k2to3.upgrade.larq import QUANTIZER_KEYS
+    from k2to3.upgrade.needs import walk_layers
+
+    art = read_artifact(h5, weights_only_ok=True)
+    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(QUANTIZER_KEYS):
+        return {}
+    try:
+        import larq
+    except ImportError:
+        return {}
+    objects: dict = {}
+    for module in (larq.layers, larq.quantizers, larq.constraints):
+        objects.update({k: v for k, v in vars(module).items() if isinstance(v, type) or callable(v)})
+    return objects
+
+
+def tfmot_objects(h5: str) -> dict:
+    """tensorflow-model-optimization's QAT layers, quantizers and QuantizeConfigs (its own quantize_scope) when
+    the file names a QAT layer; tfmot is optional and only imported then."""
+    from k2to3.formats.artifact import read_artifact
+    from k2to3.upgrade.needs import walk_layers
+    from k2to3.upgrade.tfmot import CLASSES
+
+    art = read_artifact(h5, weights_only_ok=True)
+    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(CLASSES):
+        return {}
+    try:
+        from tensorflow_model_optimization.python.core.quantization.keras import quantize
+    except ImportError:
+        return {}
+    objects: dict = {}
+    for d in quantize.quantize_scope().custom_objects:  # the scope's dictionaries, not yet entered
+        objects.update(d)
+    return objects

@@ -37,7 +37,7 @@ class Big:
         self.ndim = ds.ndim
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        a = self.ds[()]
+        a = np.asarray(self.ds[()])  # a scalar dataset reads as a numpy scalar, which __array__ must not return
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def slices(self) -> Iterator[tuple[slice, np.ndarray]]:
