@@ -178,6 +178,43 @@ def test_checkpoint_with_adam_slots_converts_and_trains_with_parity(pool, tmp_pa
     assert "**Checkpoint:**" in to_markdown(report)
 
 
+CKPT_LEGACY = FIXTURES / "weights" / "ckpt_legacy"
+CKPT_LEGACY_SRC = FIXTURES / "src" / "ckpt_legacy_model.py"
+
+
+@pytest.mark.slow
+def test_old_layout_checkpoint_restores_slots_and_trains_with_parity(pool, tmp_path):
+    """tf.keras.optimizers.legacy.Adam (optimizer_v2, TF <= 2.10): slots under each variable and optimizer/iter.
+    Every m and v slot and the step counter restored value by value, then one more step at parity everywhere."""
+    report = convert(Options(src=CKPT_LEGACY, output=tmp_path / "ck.keras", sources=(str(CKPT_LEGACY_SRC),),
+                             fit_steps=1), pool=pool)
+    assert report["verdict"] == "parity", report["backends"]
+    ck = report["input"]["checkpoint"]
+    assert ck["built_by"] == "build_classifier(units=8)" and ck["optimizer_layout"] == "optimizer_v2"
+    assert ck["optimizer_variables_restored"] == 13 and ck["iterations"] == 1  # 6 variables x (m, v) + iter
+    opt = report["optimizer"]
+    assert opt["status"] == "restored" and opt["layout"] == "optimizer_v2" and opt["iteration"] == 1
+    assert opt["ledger"]["slots_restored"] == opt["ledger"]["slots_expected"] == 12
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+        assert report["training"]["backends"][b]["status"] == "parity"
+    assert "from the optimizer_v2 layout" in to_markdown(report)
+
+
+@pytest.mark.slow
+def test_old_layout_slot_that_cannot_be_mapped_is_one_line(pool, tmp_path):
+    """The same checkpoint with a build function that compiles RMSprop: Adam's m has nowhere to go."""
+    src = tmp_path / "rms.py"
+    src.write_text(CKPT_LEGACY_SRC.read_text().replace("legacy.Adam(", "legacy.RMSprop("))
+    with pytest.raises(K2to3Error) as exc:
+        convert(Options(src=CKPT_LEGACY, output=tmp_path / "r.keras", sources=(f"{src}:build_classifier",),
+                        build_args="units=8"), pool=pool)
+    assert exc.value.code == 2 and "\n" not in exc.value.line()
+    assert ("optimizer slot layer_with_weights-0/bias/.OPTIMIZER_SLOT/optimizer/m cannot be mapped (RMSprop keeps "
+            "no slot 'm' (its slots: rms) for hidden/bias:0)") in exc.value.line()
+    assert not (tmp_path / "r.keras").exists()
+
+
 @pytest.mark.slow
 def test_garbage_checkpoint_index_refused(pool, tmp_path):
     rng = np.random.default_rng(0)
