@@ -120,11 +120,11 @@ def op_ckpt_groups(req: dict[str, Any]) -> dict[str, Any]:
 def op_ckpt_bridge(req: dict[str, Any]) -> dict[str, Any]:
     import tf_keras
 
-    from k2to3.workers.builders import call_build
+    from k2to3.workers.builders import call_build, target
 
     index = read_index(req["prefix"])  # checked again here: the files could have changed since
     module = import_module(req["k2_module"])
-    model = call_build(module.K2TO3_OBJECTS[req["fn"]], req["fn"], req.get("build_args"), tf_keras.Model)
+    model = call_build(target(module.K2TO3_OBJECTS, req["fn"]), req["fn"], req.get("build_args"), tf_keras.Model)
     status = model.load_weights(req["prefix"])
     try:
         status.assert_existing_objects_matched()
