@@ -26,6 +26,8 @@ from k2to3.source.builders import find_builders
 from k2to3.source.extract import index_sources
 
 CREPE_SRC = FIXTURES / "src" / "crepe" / "core.py"
+ANAGO_SRC = FIXTURES / "src" / "anago" / "models.py"  # Hironsan/anago 7b4802c, MIT
+ANAGO = FIXTURES / "weights" / "anago" / "weights.h5"
 CREPE_DIR = CACHE / "weights" / "crepe"
 
 
@@ -178,6 +180,43 @@ def test_checkpoint_with_adam_slots_converts_and_trains_with_parity(pool, tmp_pa
     assert "**Checkpoint:**" in to_markdown(report)
 
 
+CKPT_LEGACY = FIXTURES / "weights" / "ckpt_legacy"
+CKPT_LEGACY_SRC = FIXTURES / "src" / "ckpt_legacy_model.py"
+
+
+@pytest.mark.slow
+def test_old_layout_checkpoint_restores_slots_and_trains_with_parity(pool, tmp_path):
+    """tf.keras.optimizers.legacy.Adam (optimizer_v2, TF <= 2.10): slots under each variable and optimizer/iter.
+    Every m and v slot and the step counter restored value by value, then one more step at parity everywhere."""
+    report = convert(Options(src=CKPT_LEGACY, output=tmp_path / "ck.keras", sources=(str(CKPT_LEGACY_SRC),),
+                             fit_steps=1), pool=pool)
+    assert report["verdict"] == "parity", report["backends"]
+    ck = report["input"]["checkpoint"]
+    assert ck["built_by"] == "build_classifier(units=8)" and ck["optimizer_layout"] == "optimizer_v2"
+    assert ck["optimizer_variables_restored"] == 13 and ck["iterations"] == 1  # 6 variables x (m, v) + iter
+    opt = report["optimizer"]
+    assert opt["status"] == "restored" and opt["layout"] == "optimizer_v2" and opt["iteration"] == 1
+    assert opt["ledger"]["slots_restored"] == opt["ledger"]["slots_expected"] == 12
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+        assert report["training"]["backends"][b]["status"] == "parity"
+    assert "from the optimizer_v2 layout" in to_markdown(report)
+
+
+@pytest.mark.slow
+def test_old_layout_slot_that_cannot_be_mapped_is_one_line(pool, tmp_path):
+    """The same checkpoint with a build function that compiles RMSprop: Adam's m has nowhere to go."""
+    src = tmp_path / "rms.py"
+    src.write_text(CKPT_LEGACY_SRC.read_text().replace("legacy.Adam(", "legacy.RMSprop("))
+    with pytest.raises(K2to3Error) as exc:
+        convert(Options(src=CKPT_LEGACY, output=tmp_path / "r.keras", sources=(f"{src}:build_classifier",),
+                        build_args="units=8"), pool=pool)
+    assert exc.value.code == 2 and "\n" not in exc.value.line()
+    assert ("optimizer slot layer_with_weights-0/bias/.OPTIMIZER_SLOT/optimizer/m cannot be mapped (RMSprop keeps "
+            "no slot 'm' (its slots: rms) for hidden/bias:0)") in exc.value.line()
+    assert not (tmp_path / "r.keras").exists()
+
+
 @pytest.mark.slow
 def test_garbage_checkpoint_index_refused(pool, tmp_path):
     rng = np.random.default_rng(0)
@@ -232,3 +271,77 @@ def test_long_argument_values_are_abbreviated_in_messages_only():
     args = {"args": [], "kwargs": {"cfg": vocab, "units": 8}}
     assert call_text("f", args) == "f(cfg={...464 keys: 'A', 'B', 'C', ...}, units=8)"
     assert parse_build_args(cli_text(args)) == args
+
+
+# -- model classes configured by a JSON file beside the weights ------------------------------------------------
+ANAGO_PARAMS = {"char_embedding_dim": 4, "char_lstm_size": 3, "char_vocab_size": 30, "dropout": 0.5, "fc_dim": 8,
+                "num_labels": 5, "use_char": False, "use_crf": False, "word_embedding_dim": 8, "word_lstm_size": 6,
+                "word_vocab_size": 40}
+
+
+def test_builder_class_configured_by_its_json_is_found_statically():
+    """anago's BiLSTMCRF: __init__ takes the model's arguments, build() sets self.model, and params.json beside
+    weights.h5 holds the arguments (BaseModel.load: cls(**params).build()). Tried first, as that object."""
+    found = find_builders(index_sources([ANAGO_SRC]), [], ANAGO)
+    (b,) = [b for b in found if b.fn == "BiLSTMCRF.build"]
+    assert b.required == ["num_labels", "word_vocab_size"]
+    assert b.config == ("params.json", ANAGO_PARAMS)
+    assert b.combos()[0] == ANAGO_PARAMS and b.label(ANAGO_PARAMS) == "BiLSTMCRF(params.json).build()"
+    assert b.label({**ANAGO_PARAMS, "fc_dim": 9}) is None
+
+
+def test_model_subclass_configured_by_json_is_a_candidate(tmp_path):
+    src = tmp_path / "net.py"
+    src.write_text("from tensorflow import keras\n\n\n"
+                   "class Net(keras.Model):\n"
+                   "    def __init__(self, units, depth=2):\n"
+                   "        inputs = keras.Input((4,))\n"
+                   "        x = inputs\n"
+                   "        for i in range(depth):\n"
+                   "            x = keras.layers.Dense(units, name=f'hidden{i}')(x)\n"
+                   "        super().__init__(inputs, x)\n\n\n"
+                   "class Helper:\n"
+                   "    def summary(self, model):\n"
+                   "        return keras.Model(model.inputs, model.outputs)\n")
+    (tmp_path / "w.h5").write_bytes(b"")
+    (tmp_path / "config.json").write_text('{"units": 3, "depth": 3}')
+    (b,) = find_builders(index_sources([src]), ["hidden0", "hidden1", "hidden2"], tmp_path / "w.h5")
+    assert b.fn == "Net" and b.params == ["units", "depth"] and b.score == 3  # Helper.summary needs an argument
+    assert b.label(b.combos()[0]) == "Net(config.json)"
+
+
+@pytest.mark.slow
+def test_anago_class_from_params_json_converts_with_parity(pool, tmp_path):
+    """The real anago BiLSTMCRF, never named: the class found, configured by params.json, confirmed by one tf_keras
+    build, converted and verified on every backend; the CRF it imports (anago.layers, not installed, not used
+    with use_crf=False) is a stand-in the build never calls."""
+    report = convert(Options(src=ANAGO, output=tmp_path / "ner.keras", sources=(str(ANAGO_SRC),)), pool=pool)
+    assert report["verdict"] == "parity", report["backends"]
+    for b in ("tensorflow", "torch", "jax"):
+        assert report["backends"][b]["status"] == "parity"
+    match = report["source"]["match"]
+    assert match["summary"].startswith("BiLSTMCRF(params.json).build() matched 4/4 weight groups")
+    assert match["builds_tried"] == 1
+    assert report["source"]["build_args"] == {"args": [], "kwargs": ANAGO_PARAMS}
+    assert report["ledger"]["tensors_restored"] == report["ledger"]["tensors_expected"] == 11
+    assert "BiLSTMCRF(params.json).build() matched 4/4" in to_markdown(report)
+
+
+@pytest.mark.slow
+def test_two_matching_classes_ask_with_the_options(pool, tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(ANAGO_SRC, src / "models.py")
+    (src / "again.py").write_text(ANAGO_SRC.read_text().replace("class BiLSTMCRF(", "class Tagger("))
+    for f in ("weights.h5", "params.json"):
+        shutil.copy(ANAGO.parent / f, tmp_path / f)
+    with pytest.raises(InputError) as exc:
+        convert(Options(src=tmp_path / "weights.h5", output=tmp_path / "m.keras", sources=(str(src),),
+                        backends=("tensorflow",)), pool=pool)
+    line = exc.value.line()
+    assert exc.value.code == 2 and "\n" not in line
+    assert "2 build functions match its 4 weight groups" in line
+    args = ", ".join(f"{k}={v!r}" for k, v in ANAGO_PARAMS.items())
+    assert f"--src {src / 'models.py'}:BiLSTMCRF.build --build-args \"{args}\"" in line
+    assert f"--src {src / 'again.py'}:Tagger.build --build-args \"{args}\"" in line
+    assert not (tmp_path / "m.keras").exists()

@@ -120,9 +120,13 @@ def _parse_named(path: Any, cls: str, names: list[str], weights: set[str]) -> tu
             out.append((parts[-1], None))
             layouts.add("optimizer_v2")
             continue
-        # optimizer_v2: OPT/<weight>/<slot>
+        # optimizer_v2: OPT/<weight>/<slot>, or <weight>/<slot> when the slots were made outside apply_gradients'
+        # name scope (eagerly: a checkpoint's slots restored before any step)
         if parts[-1] in slots and "/".join(parts[1:-1]) in weights:
             out.append((parts[-1], "/".join(parts[1:-1])))
+            continue
+        if parts[-1] in slots and "/".join(parts[:-1]) in weights:
+            out.append((parts[-1], "/".join(parts[:-1])))
             continue
         # >=2.11: [OPT/]<slot>/<weight>
         for start in (0, 1):

@@ -101,7 +101,7 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         k2 = work / f"_k2to3_probe{i}_{res.module}.py"
         k2.write_text(res.k2_code)
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
-                 "src": b.where.rsplit(":", 1)[0],
+                 "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
                  "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c}} for c in combos]
     return out
 
@@ -111,8 +111,12 @@ def _pick(t: dict[str, Any]) -> str:
     return f"--src {t['src']}:{t['fn']}" + (f" --build-args \"{args}\"" if args else "")
 
 
+def _call(t: dict[str, Any]) -> str:
+    return t.get("label") or call_text(t["fn"], t["build_args"])
+
+
 def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
-    call = call_text(t["fn"], t["build_args"])
+    call = _call(t)
     return {"call": call, "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],
             "names_match": t["names_match"], "builds_tried": n_tried,
             "summary": f"{call} matched {t['shapes_match']}/{t['groups']} weight groups "
@@ -130,7 +134,7 @@ def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:
         got = t["error"] if "error" in t else (f"{t['shapes_match']}/{t['groups']} groups match, {t['built_groups']} "
                                                "built" + (f" (first: {t['first_difference']})"
                                                           if t.get("first_difference") else ""))
-        parts.append(f"{call_text(t['fn'], t['build_args'])}: {got}")
+        parts.append(f"{_call(t)}: {got}")
     parts += [_missing_text(b) for b in unvalued if b not in ahead][:2]
     return "; ".join(parts[:6]) or "nothing"
 

@@ -56,7 +56,8 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
     info = {"format": "TF checkpoint", "keras_version": reply["keras_version"], "checkpoint": {
         "prefix": prefix, "declared_bytes": index["declared_bytes"], "data_bytes": index["data_bytes"],
         "weight_groups": len(index["groups"]), "optimizer_values": reply["optimizer_values"],
-        "optimizer": reply["optimizer"], "optimizer_variables_restored": reply["optimizer_restored"],
+        "optimizer": reply["optimizer"], "optimizer_layout": reply["optimizer_layout"],
+        "optimizer_variables_restored": reply["optimizer_restored"],
         "iterations": reply["iterations"], "built_by": call_text(chosen.fn, chosen.build_args),
         "match": chosen.match},
         "bridged": f"built by {call_text(chosen.fn, chosen.build_args)} under tf_keras {reply['keras_version']}, the "

@@ -89,7 +89,9 @@ def _header(report: dict[str, Any]) -> list[str]:
         lines.append(f"- **Checkpoint:** {ck['weight_groups']} weight groups loaded into `{ck['built_by']}`"
                      + (f" ({ck['match']['summary']})" if ck.get("match") else "")
                      + f"; {ck['optimizer_values']} optimizer values, {ck['optimizer_variables_restored']} "
-                     f"{ck['optimizer'] or 'optimizer'} variables restored (iterations {ck['iterations']}); "
+                     f"{ck['optimizer'] or 'optimizer'} variables restored"
+                     + (f" from the {ck['optimizer_layout']} layout" if ck.get("optimizer_layout") else "")
+                     + f" (iterations {ck['iterations']}); "
                      f"declared {ck['declared_bytes']} bytes in {ck['data_bytes']} of data")
     out = report.get("output")
     if out:

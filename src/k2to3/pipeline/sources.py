@@ -29,7 +29,8 @@ class Sources:
 
 def has_fn(spec: str) -> bool:
     head, sep, tail = spec.rpartition(":")
-    return bool(sep) and bool(head) and tail.isidentifier() and not tail.startswith(("\\", "/"))
+    # FUNCTION, CLASS (a keras.Model subclass) or CLASS.METHOD (a builder class's method that makes the model)
+    return bool(sep) and bool(head) and all(p.isidentifier() for p in tail.split(".")) and tail.count(".") <= 1
 
 
 def spec_path(spec: str) -> Path:

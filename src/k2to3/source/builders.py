@@ -30,17 +30,29 @@ class Builder:
     values: dict[str, list[Any]] = field(default_factory=dict)  # parameter -> candidate values, in order
     score: int = 0  # file layer names its name literals / patterns give
     patterns: list[str] = field(default_factory=list)
+    config: tuple[str, dict[str, Any]] | None = None  # a class's JSON beside the weights: (file name, __init__ kwargs)
 
     def combos(self) -> list[dict[str, Any]]:
-        """kwargs to try: every required parameter needs a value; optional ones are tried at their default first."""
+        """kwargs to try: every required parameter needs a value; optional ones are tried at their default first.
+        A class configured by a JSON object beside the weights is tried with that object first."""
+        first = [self.config[1]] if self.config else []
         names = [p for p in self.params if p in self.required or self.values.get(p)]
         choices = [self.values.get(p, []) if p in self.required else [_DEFAULT, *self.values[p]] for p in names]
         if any(not c for c in choices):
-            return []
-        out = []
+            return first
+        out = list(first)
         for vals in itertools.islice(itertools.product(*choices), MAX_COMBOS):
-            out.append({n: v for n, v in zip(names, vals) if v is not _DEFAULT})
+            combo = {n: v for n, v in zip(names, vals) if v is not _DEFAULT}
+            if combo not in out:
+                out.append(combo)
         return out
+
+    def label(self, kwargs: dict[str, Any]) -> str | None:
+        """BiLSTMCRF(params.json).build() when the build is the class configured by its JSON file."""
+        if not self.config or kwargs != self.config[1]:
+            return None
+        cls, _, method = self.fn.partition(".")
+        return f"{cls}({self.config[0]})" + (f".{method}()" if method else "")
 
     @property
     def missing(self) -> list[str]:
@@ -85,6 +97,7 @@ class _File:
         self.path = path
         self.tree = ast.parse(text)
         self.functions = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
+        self.classes = {s.name: s for s in self.tree.body if isinstance(s, ast.ClassDef)}
         self.dicts: dict[str, list[Any]] = {}  # module-level NAME = {literal keys: ...}
         for s in self.tree.body:
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict) and len(s.targets) == 1 \
@@ -180,12 +193,68 @@ def config_values(weights: Path, params: list[str], required: list[str]) -> dict
     return out
 
 
+def config_object(weights: Path, params: list[str], required: list[str]) -> tuple[str, dict[str, Any]] | None:
+    """The JSON object beside the weights that configures a class: every key one of its __init__ parameters, and
+    every required parameter given (anago's params.json for BiLSTMCRF(**params))."""
+    for cand in sorted(weights.parent.glob("*.json"))[:20]:
+        try:
+            data = json.loads(cand.read_text()) if cand.stat().st_size <= CONFIG_MAX_BYTES else None
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and data and set(data) <= set(params) and set(required) <= set(data):
+            return cand.name, data
+    return None
+
+
+def _is_build(fn: ast.FunctionDef) -> bool:
+    return any(isinstance(n, ast.Call) and _called(n) in BUILDS for n in ast.walk(fn))
+
+
+def _class_targets(cls: ast.ClassDef) -> list[tuple[str, ast.FunctionDef | None]]:
+    """A keras.Model subclass (built by its __init__) and every method that builds a model and takes no argument
+    but self (Builder(config).build()), each with the __init__ that configures it."""
+    methods = {s.name: s for s in cls.body if isinstance(s, ast.FunctionDef)}
+    init = methods.get("__init__")
+    out: list[tuple[str, ast.FunctionDef | None]] = []
+    if any(ast.unparse(b).split(".")[-1] == "Model" for b in cls.bases):  # Model, keras.Model, tf.keras.Model
+        out.append((cls.name, init))
+    for name, m in methods.items():
+        required = len(m.args.args) - len(m.args.defaults)
+        if name != "__init__" and _is_build(m) and required <= 1 and not m.args.kwonlyargs:
+            out.append((f"{cls.name}.{name}", init))
+    return out
+
+
+def _class_builders(file: _File, files: list[_File], layer_names: list[str], weights: Path | None,
+                    only: str | None) -> list[Builder]:
+    found = []
+    for cls in file.classes.values():
+        for name, init in _class_targets(cls):
+            if only and only != name:
+                continue
+            params = [a.arg for a in (init.args.posonlyargs + init.args.args + init.args.kwonlyargs)][1:] if init \
+                else []
+            required = [p for p in params if init is not None and not _has_default(init, p)]
+            b = Builder(name, f"{file.path}:{cls.lineno}", params, required)
+            if init is not None:
+                _inner_values(init, file, set(params), b.values)
+            _call_site_values(cls.name, params, files, b.values)
+            b.config = config_object(weights, params, required) if weights is not None else None
+            b.patterns = list(dict.fromkeys(p for n in ast.walk(cls) if isinstance(n, ast.Call) for k in n.keywords
+                                            if k.arg == "name" for p in [_pattern(k.value)] if p))
+            b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
+            found.append(b)
+    return found
+
+
 def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | None = None,
                   only: str | None = None) -> list[Builder]:
-    """Every function of the --src files that builds a Keras model (or `only` that one), best static score first."""
+    """Every function of the --src files that builds a Keras model (or `only` that one), and every class that does
+    (a keras.Model subclass, a builder class's method), best static score first."""
     files = [_File(p, t) for p, t in index.texts.items()]
     found = []
     for file in files:
+        found += _class_builders(file, files, layer_names, weights, only)
         for name, fn in file.functions.items():
             if (only and name != only) or not (only or any(isinstance(n, ast.Call) and _called(n) in BUILDS
                                                            for n in ast.walk(fn))):

@@ -23,6 +23,7 @@ from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
 from k2to3.source.extract import Definition, Site, SourceIndex, index_sources
 from k2to3.source.fix import fix_source
+from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
 from k2to3.source.lint import lint_source
 from k2to3.source.resolution import Resolution
 from k2to3.source.tfkeras_module import ToTfKeras
@@ -269,10 +270,10 @@ class Resolver:
                                                     "source": d.where}
         if build_fn and weights_only:  # the build function makes the model
             d = self.index.defs.get(build_fn)
-            if d is None or d.kind != "function":
+            if d is None or d.kind not in ("function", "class"):  # a class: MyModel(config) or Builder(cfg).build()
                 self.error(rules_mod.builtin_code("source_missing"),
-                           f"build function '{build_fn}' is not a module-level function of the --src files", None,
-                           "pass --src FILE.py:FUNCTION naming a function that returns the model")
+                           f"build function '{build_fn}' is not a module-level function or class of the --src files",
+                           None, "pass --src FILE.py:FUNCTION naming a function that returns the model")
             else:
                 self.roots.add(build_fn)
                 self.res.build_fn = build_fn
@@ -304,8 +305,19 @@ class Resolver:
         body = [d for d in defs if d.kind != "import"]
         hoisted = [self.hoisted_code(n, s) for n, s in self.hoisted.values()]
         exported = sorted(self.exports)
-        defs_code = "\n".join(d.code.rstrip() + "\n" for d in body)
-        imp_code = "".join(d.code for d in imports)
+        stand_ins = []
+        if self.res.build_fn:  # a weights-only build: what it does not call need not be installed
+            for d in imports:
+                mod = missing_package(d.code)
+                if mod:
+                    stand_ins.append(stand_in(d.name, mod, d.where))
+                    self.res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "warning",
+                                                     f"'{d.name}' is imported from {mod} ({d.where}), which is not "
+                                                     "installed: the build runs without it, and stops on one line "
+                                                     "if the model needs it", None, f"pass {mod}'s source with --src"))
+            imports = [d for d in imports if not missing_package(d.code)]
+        defs_code = "\n".join([d.code.rstrip() + "\n" for d in body] + stand_ins)
+        imp_code = flat_layer_paths("".join(d.code for d in imports))
 
         registered = [n for n in exported if self.exports[n]["kind"] != "build function"]
         objects = "".join(f"    {n!r}: {n},\n" for n in registered)
@@ -357,10 +369,12 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
                     training_config: dict[str, Any] | None, module: str, build_fn: str | None = None) -> Resolution:
     layer_names = {(lay.get("config", {}).get("name") or lay.get("name")) for lay in walk_layers(model_config or {})
                    if not auto_named(lay)}
+    build_fn = build_fn.split(".")[0] if build_fn else None  # Builder.build: the class is what the module exports
     if build_fn and build_fn not in index.defs:
         res = Resolution(module)
         res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "error",
-                                    f"build function '{build_fn}' is not a module-level function of the --src files",
+                                    f"build function '{build_fn}' is not a module-level function or class of the "
+                                    "--src files",
                                     None, "pass --src FILE.py:FUNCTION naming the function that builds the model"))
         return res
     return Resolver(index, module).resolve(collect_needs(model_config, training_config), build_fn,
@@ -398,6 +412,7 @@ def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, t
     """Resolve from several files (a tree, a --src directory): first from each single file that could hold what
     the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
     several scripts would be ambiguous), then from all of them together."""
+    build_fn = build_fn.split(".")[0] if build_fn else None
     if len(index.texts) > 1:
         needs = collect_needs(model_config, training_config)
         names = {n.class_name or n.fn_name for n in needs} | ({build_fn} if build_fn else set())

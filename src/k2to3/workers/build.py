@@ -81,10 +81,10 @@ def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
 
 
 def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
-    from k2to3.workers.builders import call_build
+    from k2to3.workers.builders import call_build, target
 
     module = sys.modules[os.path.splitext(os.path.basename(req["modules"][0]))[0]]
-    return call_build(getattr(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
+    return call_build(target(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
                       skipped)
 
 
@@ -92,11 +92,21 @@ def _renames_by_order(model: Any, artifact: Any) -> dict[str, str]:
     """A weights-only file names its layers as Keras 2 numbered them in the process that saved it; Keras 2's
     load_weights matched layers with weights by order, and so does this (file layer -> model layer)."""
     file_layers = [n for n in artifact.layer_names if artifact.weights.get(n)]
-    model_layers = [layer.name for layer in model.layers if layer.weights]
+    model_layers = [layer for layer in model.layers if layer.weights]
     if len(file_layers) != len(model_layers):
         raise K2to3Error(f"the weights file has {len(file_layers)} layers with weights, the model built by the "
                          f"source has {len(model_layers)}", hint="pass the build function that made these weights")
-    return {f: m for f, m in zip(file_layers, model_layers) if f != m}
+    # Keras 3 may order two branches of equal depth otherwise than tf_keras did (anago's word and char
+    # embeddings): each file layer takes the first layer left, in order, whose weight shapes are its own
+    free = list(model_layers)
+    out = {}
+    for f in file_layers:
+        want = sorted(tuple(int(d) for d in e.shape) for e in artifact.weights[f])
+        m = next((m for m in free if sorted(tuple(int(d) for d in w.shape) for w in m.weights) == want), free[0])
+        free.remove(m)
+        if f != m.name:
+            out[f] = m.name
+    return out
 
 
 def _compile(keras: Any, model: Any, cfg: dict[str, Any]) -> list[str]:

@@ -28,15 +28,41 @@ def own_loads_skipped(model_cls: Any, skipped: list[str]) -> Iterator[None]:
         model_cls.load_weights = saved
 
 
+def target(objects: Any, name: str) -> Any:
+    """The callable `name` stands for in a generated module (its K2TO3_OBJECTS, or the module itself): a function,
+    a class, or for "Builder.build" the class, whose instance's method is then called (call_build)."""
+    head = name.split(".")[0]
+    return objects[head] if isinstance(objects, dict) else getattr(objects, head)
+
+
 def call_build(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
                skipped: list[str] | None = None) -> Any:
+    """`name`: FUNCTION, CLASS (a Model subclass configured by its __init__) or CLASS.METHOD (a builder class: the
+    method returns the model, or sets it on the instance, as anago's BiLSTMCRF.build sets self.model)."""
     args = build_args or {}
     with own_loads_skipped(model_cls, skipped if skipped is not None else []):
         model = fn(*args.get("args", []), **args.get("kwargs", {}))
+        if "." in name:
+            owner = model
+            model = getattr(owner, name.split(".", 1)[1])()
+            if not isinstance(model, model_cls):  # the method stored the model on the instance
+                found = [v for v in vars(owner).values() if isinstance(v, model_cls)]
+                model = found[0] if len(found) == 1 else model
     if not isinstance(model, model_cls):
         raise K2to3Error(f"{name}() returned {type(model).__name__}, not a keras Model",
                          hint="pass a function that builds and returns the model")
-    return model
+    return _functional(model, name, model_cls) if isinstance(fn, type) and "." not in name else model
+
+
+def _functional(model: Any, name: str, model_cls: Any) -> Any:
+    """A Model subclass whose __init__ connects its layers (super().__init__(inputs, outputs)) is rebuilt as the
+    plain functional model of the same layers: that is what the Keras 2 file's weights and a portable .keras hold.
+    One whose graph exists only in call() is refused: it has no layer graph to rebuild."""
+    if getattr(model, "_is_graph_network", False) or any(c.__name__ == "Functional" for c in type(model).__mro__[1:]):
+        return model_cls(model.inputs, model.outputs, name=model.name)
+    raise K2to3Error(f"{name}(...) is a subclassed keras Model whose layers are connected only in call(): k2to3 "
+                     "rebuilds models whose layer graph exists when they are built",
+                     hint="pass a function or builder method that returns a functional or Sequential model")
 
 
 def weight_groups(model: Any, order_free: bool = False) -> list[dict[str, Any]]:
@@ -73,7 +99,8 @@ def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             module = import_module(cand["k2_module"])
-            model = call_build(module.K2TO3_OBJECTS[cand["fn"]], cand["fn"], cand["build_args"], tf_keras.Model)
+            model = call_build(target(module.K2TO3_OBJECTS, cand["fn"]), cand["fn"], cand["build_args"],
+                               tf_keras.Model)
             got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
             got["params"] = int(model.count_params())
             del model

@@ -16,6 +16,8 @@ from k2to3.errors import K2to3Error
 from k2to3.workers.runtime import import_module
 
 LAYER = re.compile(r"^layer_with_weights-(\d+)/([^/]+)/\.ATTRIBUTES/VARIABLE_VALUE$")
+LEGACY_SLOT = re.compile(r"^layer_with_weights-(\d+)/([^/]+)/\.OPTIMIZER_SLOT/optimizer/([^/]+)/\.ATTRIBUTES/"
+                         r"VARIABLE_VALUE$")
 
 
 def read_index(prefix: str) -> dict[str, Any]:
@@ -49,7 +51,10 @@ def read_index(prefix: str) -> dict[str, Any]:
         if m:
             groups.setdefault(int(m[1]), []).append([int(d) for d in shape])
     return {"groups": [{"name": f"layer_with_weights-{i}", "shapes": sorted(groups[i])} for i in sorted(groups)],
-            "optimizer_values": sum(n.startswith("optimizer/") for n in shapes), "declared_bytes": total,
+            "optimizer_values": sum(n.startswith("optimizer/") or bool(LEGACY_SLOT.match(n)) for n in shapes),
+            "optimizer_layout": "optimizer_v2" if any(LEGACY_SLOT.match(n) for n in shapes) else
+            "tf.keras>=2.11" if any(n.startswith("optimizer/_variables/") for n in shapes) else None,
+            "declared_bytes": total,
             "data_bytes": have}
 
 
@@ -68,6 +73,46 @@ def _restored_slots(prefix: str, optimizer: Any) -> int:
     return same
 
 
+def _restored_legacy_slots(prefix: str, model: Any, optimizer: Any) -> int:
+    """optimizer_v2 (tf_keras.optimizers.legacy, the TF <= 2.10 default) attaches each slot to its variable
+    (layer_with_weights-N/kernel/.OPTIMIZER_SLOT/optimizer/m) and restores it when the slot is created: every slot
+    of the checkpoint is found on the live optimizer and compared value by value, and one that cannot be mapped
+    stops the conversion with its key (a model converted without part of its optimizer state would resume
+    differently)."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(prefix)
+    layers = [layer for layer in model.layers if layer.weights]
+    # The restore itself creates any slot the checkpoint names (Adam's m on an RMSprop): the class's own slots are
+    # those a fresh copy creates
+    fresh = type(optimizer).from_config(optimizer.get_config())
+    fresh._create_all_weights(model.trainable_variables)
+    own = set(fresh.get_slot_names())
+    same = 0
+    for name in sorted(reader.get_variable_to_shape_map()):
+        m = LEGACY_SLOT.match(name)
+        if not m:
+            continue
+        i, attr, slot = int(m[1]), m[2], m[3]
+        var = next((w for w in layers[i].weights if w.name.split("/")[-1].split(":")[0] == attr), None) \
+            if i < len(layers) else None
+        live = None
+        if var is not None and slot in own:
+            live = optimizer.get_slot(var, slot)
+        if live is None or not np.array_equal(reader.get_tensor(name), live.numpy()):
+            why = ("no model variable of that layer and attribute" if var is None else
+                   f"{type(optimizer).__name__} keeps no slot '{slot}' (its slots: {', '.join(sorted(own))}) for "
+                   f"{var.name}" if live is None else
+                   f"the restored slot of {var.name} differs from the checkpoint's value")
+            raise K2to3Error(f"{prefix}: optimizer slot {name.removesuffix('/.ATTRIBUTES/VARIABLE_VALUE')} cannot "
+                             f"be mapped ({why})", hint="pass the build function and optimizer it was trained with, "
+                             "or convert the weights alone: save_weights without the optimizer")
+        same += 1
+    if "optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE" in reader.get_variable_to_shape_map():
+        same += int(reader.get_tensor("optimizer/iter/.ATTRIBUTES/VARIABLE_VALUE") == optimizer.iterations.numpy())
+    return same
+
+
 def op_ckpt_groups(req: dict[str, Any]) -> dict[str, Any]:
     return read_index(req["prefix"])
 
@@ -75,11 +120,11 @@ def op_ckpt_groups(req: dict[str, Any]) -> dict[str, Any]:
 def op_ckpt_bridge(req: dict[str, Any]) -> dict[str, Any]:
     import tf_keras
 
-    from k2to3.workers.builders import call_build
+    from k2to3.workers.builders import call_build, target
 
     index = read_index(req["prefix"])  # checked again here: the files could have changed since
     module = import_module(req["k2_module"])
-    model = call_build(module.K2TO3_OBJECTS[req["fn"]], req["fn"], req.get("build_args"), tf_keras.Model)
+    model = call_build(target(module.K2TO3_OBJECTS, req["fn"]), req["fn"], req.get("build_args"), tf_keras.Model)
     status = model.load_weights(req["prefix"])
     try:
         status.assert_existing_objects_matched()
@@ -90,10 +135,15 @@ def op_ckpt_bridge(req: dict[str, Any]) -> dict[str, Any]:
     slots = 0
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None and index["optimizer_values"]:
-        optimizer.build(model.trainable_variables)  # the slots are created now, and restored as they are
-        slots = _restored_slots(req["prefix"], optimizer)
+        if hasattr(optimizer, "build"):  # the slots are created now, and restored as they are
+            optimizer.build(model.trainable_variables)
+            slots = _restored_slots(req["prefix"], optimizer)
+        else:  # optimizer_v2: its slots and step counter are created (and restored) on demand
+            optimizer._create_all_weights(model.trainable_variables)
+            slots = _restored_legacy_slots(req["prefix"], model, optimizer)
     model.save(req["out"], save_format="h5", include_optimizer=True)
     return {"keras_version": tf_keras.__version__, "optimizer_values": index["optimizer_values"],
             "optimizer_restored": slots, "compiled": optimizer is not None,
+            "optimizer_layout": index["optimizer_layout"],
             "iterations": int(optimizer.iterations.numpy()) if optimizer is not None else None,
             "optimizer": type(optimizer).__name__ if optimizer is not None else None}

@@ -63,9 +63,9 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
 
     objects["K2to3GoldenLambda"] = K2to3GoldenLambda
     if req.get("build_fn"):
-        from k2to3.workers.builders import call_build
+        from k2to3.workers.builders import call_build, target
 
-        model = call_build(objects[req["build_fn"]], req["build_fn"], req.get("build_args"), tf_keras.Model)
+        model = call_build(target(objects, req["build_fn"]), req["build_fn"], req.get("build_args"), tf_keras.Model)
         model.load_weights(req["h5"])
         return model
     if req.get("trust_bytecode"):
