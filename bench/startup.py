@@ -72,8 +72,12 @@ def sections() -> list[Pair]:
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - t0
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    elapsed = time.perf_counter() - t0
+    if done.returncode not in (0, 1):  # lint exits 1 on findings; anything else means nothing was measured
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        sys.exit(f"bench: {' '.join(cmd[:4])} ... exited {done.returncode}: {tail[0]}")
+    return elapsed
 
 
 def run(pair: Pair, repeat: int, env: dict[str, str]) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import keras
 from keras import ops
 
+from k2to3.portable.quantizers import QuantizerTable
 from k2to3.portable.registry import register
 
 
@@ -99,17 +100,8 @@ QUANTIZERS = {"ste_sign": ste_sign, "approx_sign": approx_sign, "swish_sign": sw
               "dorefa_quantizer": dorefa, "no_op": no_op}
 
 
-def quantize(x: Any, spec: dict[str, Any] | None) -> Any:
-    """x through the larq quantizer `spec` ({"quantizer": NAME, "config": {...}}); None keeps x."""
-    if not spec:
-        return x
-    return QUANTIZERS[spec["quantizer"]](x, spec.get("config") or {})
-
-
-def _check(spec: dict[str, Any] | None) -> dict[str, Any] | None:
-    if spec and spec.get("quantizer") not in QUANTIZERS:
-        raise ValueError(f"unknown larq quantizer {spec.get('quantizer')!r}; known: {sorted(QUANTIZERS)}")
-    return spec
+_TABLE = QuantizerTable('larq', QUANTIZERS)
+quantize, _check = _TABLE.apply, _TABLE.check
 
 
 def _same_padding(size: int, k: int, stride: int, dilation: int) -> tuple[int, int]:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from k2to3.portable.quantizers import QuantizerTable
 from k2to3.portable.registry import register
 
 EPSILON = 1e-7  # tf_keras backend.epsilon(), which qkeras adds to its scales
@@ -207,17 +208,8 @@ QUANTIZERS = {"quantized_bits": quantized_bits, "quantized_relu": quantized_relu
               "ternary": ternary, "quantized_po2": quantized_po2, "quantized_relu_po2": quantized_relu_po2}
 
 
-def quantize(x: Any, spec: dict[str, Any] | None) -> Any:
-    """x through the quantizer `spec` ({"quantizer": NAME, "config": {...}}); None keeps x."""
-    if not spec:
-        return x
-    return QUANTIZERS[spec["quantizer"]](x, spec.get("config") or {})
-
-
-def _check(spec: dict[str, Any] | None) -> dict[str, Any] | None:
-    if spec and spec.get("quantizer") not in QUANTIZERS:
-        raise ValueError(f"unknown qkeras quantizer {spec.get('quantizer')!r}; known: {sorted(QUANTIZERS)}")
-    return spec
+_TABLE = QuantizerTable('qkeras', QUANTIZERS)
+quantize, _check = _TABLE.apply, _TABLE.check
 
 
 @register

@@ -322,16 +322,22 @@ OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": Spectra
                 "Addons>WeightNormalization": WeightNormalization})
 
 
+def _names_a_class(h5: str, classes: object) -> bool:
+    """Whether the file's model config names one of `classes` (the optional library is imported only then)."""
+    from k2to3.formats.artifact import read_artifact
+    from k2to3.upgrade.needs import walk_layers
+
+    art = read_artifact(h5, weights_only_ok=True)
+    return bool({lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(classes))
+
+
 def qkeras_objects(h5: str) -> dict:
     """qkeras's own layers and quantizers (the reference is qkeras itself, not a transcription) when the file
     names a QKeras class; qkeras is optional and only imported then. Without it tf_keras cannot load the file and
     the reference falls back as for any missing code."""
-    from k2to3.formats.artifact import read_artifact
-    from k2to3.upgrade.needs import walk_layers
     from k2to3.upgrade.qkeras import QUANTIZER_KEYS
 
-    art = read_artifact(h5, weights_only_ok=True)
-    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(QUANTIZER_KEYS):
+    if not _names_a_class(h5, QUANTIZER_KEYS):
         return {}
     try:
         from qkeras.utils import _add_supported_quantized_objects
@@ -345,12 +351,9 @@ def qkeras_objects(h5: str) -> dict:
 def larq_objects(h5: str) -> dict:
     """larq's own layers, quantizers and constraints (the reference is larq itself) when the file names a larq
     layer; larq is optional and only imported then (it builds on tf.keras, which is tf_keras in this worker)."""
-    from k2to3.formats.artifact import read_artifact
     from k2to3.upgrade.larq import QUANTIZER_KEYS
-    from k2to3.upgrade.needs import walk_layers
 
-    art = read_artifact(h5, weights_only_ok=True)
-    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(QUANTIZER_KEYS):
+    if not _names_a_class(h5, QUANTIZER_KEYS):
         return {}
     try:
         import larq
@@ -365,12 +368,9 @@ def larq_objects(h5: str) -> dict:
 def tfmot_objects(h5: str) -> dict:
     """tensorflow-model-optimization's QAT layers, quantizers and QuantizeConfigs (its own quantize_scope) when
     the file names a QAT layer; tfmot is optional and only imported then."""
-    from k2to3.formats.artifact import read_artifact
-    from k2to3.upgrade.needs import walk_layers
     from k2to3.upgrade.tfmot import CLASSES
 
-    art = read_artifact(h5, weights_only_ok=True)
-    if not {lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(CLASSES):
+    if not _names_a_class(h5, CLASSES):
         return {}
     try:
         from tensorflow_model_optimization.python.core.quantization.keras import quantize
