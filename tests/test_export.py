@@ -202,3 +202,20 @@ def test_cli_stop_is_one_line_exit_3_and_nothing_written(converted, tmp_path):
     assert len(lines) == 1 and "onnx cannot take op Log1p from Keras 2 layer tf.math.log1p" in lines[0], r.stdout
     assert "nothing exported" in r.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx.report"]  # the report, no partial file
+
+
+@pytest.mark.slow
+def test_litert_stop_on_a_variable_length_rnn_is_the_one_the_audit_predicts(pool, tmp_path):
+    """K2T713 measured: an LSTM over Input((None, 3)) stays a While loop over TensorLists (fixed lengths are
+    unrolled), which LiteRT's builtin ops lack; the export stops with one line, exit 3, and writes no .tflite."""
+    from k2to3.core.keras_versions import export_stops
+
+    h5 = FIXTURES / "target" / "rnn_variable_length.h5"
+    keras = tmp_path / "rnn.keras"
+    rep = convert(ConvertOptions(src=h5, output=keras, backends=("tensorflow",), export="litert"), pool=pool)
+    e = rep["export"]
+    assert e["status"] == "not_portable" and rep["exit_code"] == 3, e
+    assert e["error"].startswith("litert cannot take op FlexTensorListReserve"), e["error"]
+    assert not keras.with_suffix(".tflite").exists() and not list(tmp_path.glob(".*tflite*"))
+    stop = next(s for s in export_stops() if s.code == "K2T713")
+    assert stop.format == "litert" and "FlexTensorListReserve" in stop.why and "LSTM" in stop.values
