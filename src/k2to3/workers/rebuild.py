@@ -379,6 +379,11 @@ class GraphBuilder:
             if n_const:
                 kwargs["constants"] = inputs[len(inputs) - n_const :]
             inputs = inputs[0]
+            # Keras 2 gave the RNN its sequence's mask (masks[0]); Keras 3 fills `mask` in only for a call with a
+            # single tensor argument, so with initial_state or constants the mask would be dropped silently.
+            mask = getattr(inputs, "_keras_mask", None)
+            if mask is not None and kwargs.get("mask") is None and (states or n_const):
+                kwargs["mask"] = mask
         elif len(inputs) == 1:
             inputs = inputs[0]
         kwargs = {k: v for k, v in kwargs.items() if not (k == "mask" and v is None)}
