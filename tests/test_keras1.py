@@ -156,3 +156,17 @@ def test_keras1_maxout_highway_against_numpy(pool, tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     got = np.array(json.loads(run.stdout.strip().splitlines()[-1]))
     assert np.abs(got - ref).max() < 1e-5, np.abs(got - ref).max()
+
+
+@pytest.mark.slow
+def test_training_check_names_the_reference_it_lacks(pool, tmp_path):
+    """A Keras 1 file's reference is tf_keras on its translated config: --fit-steps says so, not "with --src"."""
+    from k2to3.core.options import ConvertOptions
+    from k2to3.pipeline.convert import convert
+
+    rep = convert(ConvertOptions(src=H5 / "keras1_deconv_th.h5", output=tmp_path / "m.keras", backends=("torch",),
+                                 fit_steps=1), pool=pool)
+    t = rep["training"]
+    assert rep["verdict"] == "parity" and t["status"] == "unavailable", t
+    assert t["reason"].startswith("the Keras 2 reference is the file, its Keras 1 config translated"), t["reason"]
+    assert "--src" not in t["reason"] and "optimizer state is not restored" in t["reason"]

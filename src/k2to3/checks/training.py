@@ -158,7 +158,9 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
         section.update(status="unavailable", reason=f"tf_keras reference: {ref['error']}")
         return
     if not ref.get("available"):
-        section.update(status="unavailable", reason=ref.get("reason"))
+        # the worker cannot tell a --src build from a translated Keras 1 config; the run knows what it loaded
+        why = str(ref.get("reason", "")).replace("{origin}", f"the Keras 2 reference is {run.reference_origin}")
+        section.update(status="unavailable", reason=why)
         return
     section["reference"] = {"losses": ref["losses"], "optimizer_class": ref["optimizer_class"],
                             "state_loaded": ref["state_loaded"], "state_source": ref.get("state_source"),

@@ -83,8 +83,9 @@ def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
     """tf_keras loads the original file with its compile state and optimizer weights (its own loader: an
     independent check of k2to3's slot mapping); a reply saying why not when it cannot be a reference."""
     if req.get("golden_config") or req.get("build_fn"):
-        return {"available": False, "reason": "with --src the Keras 2 reference is rebuilt from the source and "
-                "tf_keras does not load the file's optimizer state; no independent training reference"}
+        return {"available": False, "reason": "{origin}: tf_keras builds it from a config or a source instead of "
+                "loading the file with its compile state, so the file's optimizer state is not restored; no "
+                "independent training reference"}
     return prepare(req, load_compiled(req))
 
 
