@@ -279,6 +279,10 @@ class Resolver:
                 self.res.build_fn = build_fn
                 self.export(build_fn, "build function", d.where, None)
         defs, missing = self.index.closure(self.roots)
+        if self.res.build_fn:  # the classes the build function makes (textgenrnn's AttentionWeightedAverage): the
+            for d in defs:  # saved model names them, so they are registered like a file config's custom classes
+                if d.kind == "class" and d.name != build_fn:
+                    self.export(d.name, "class", d.where, None)
         for name, why in sorted(missing.items()):
             self.error(rules_mod.builtin_code("source_missing"), f"name '{name}' needed by the model's source {why}",
                        None, "define or import it at module level in a --src file (k2to3 never runs top-level code)")
