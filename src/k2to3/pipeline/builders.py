@@ -103,7 +103,8 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
                  "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
                  "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c},
-                 "how": {p: b.how[p] for p in b.how if sources.build_args is None and p in c}} for c in combos]
+                 "how": {p: o for p, v in c.items() if sources.build_args is None and (o := b.origin(p, v))}}
+                for c in combos]
     return out
 
 
@@ -118,7 +119,9 @@ def _call(t: dict[str, Any]) -> str:
 
 def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
     call = _call(t)
-    how = "".join(f"; {p}={t['build_args']['kwargs'][p]!r} from {w}" for p, w in (t.get("how") or {}).items())
+    kwargs = t["build_args"].get("kwargs", {})
+    how = "".join(f"; {p}{'=' + repr(kwargs[p]) if isinstance(kwargs.get(p), (int, float, str)) else ''} from {w}"
+                  for p, w in (t.get("how") or {}).items())
     cudnn = f"; {t['cudnn']} in the cuDNN layout" if t.get("cudnn") else ""
     return {"call": call, "values_from": t.get("how") or {}, "cudnn_layout": t.get("cudnn") or None,
             "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],

@@ -31,7 +31,11 @@ class Builder:
     score: int = 0  # file layer names its name literals / patterns give
     patterns: list[str] = field(default_factory=list)
     config: tuple[str, dict[str, Any]] | None = None  # a class's JSON beside the weights: (file name, __init__ kwargs)
-    how: dict[str, str] = field(default_factory=dict)  # parameter -> where its values came from, when not the source
+    how: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)  # parameter -> (value, where it came from)
+    # for values not written at a call site or as a default: weight shapes, a JSON file, a class attribute
+
+    def origin(self, param: str, value: Any) -> str | None:
+        return next((w for v, w in self.how.get(param, []) if type(v) is type(value) and v == value), None)
 
     def combos(self) -> list[dict[str, Any]]:
         """kwargs to try: every required parameter needs a value; optional ones are tried at their default first.
@@ -149,7 +153,8 @@ def _defaults(fn: ast.FunctionDef) -> dict[str, Any]:
     return out
 
 
-def _call_site_values(name: str, params: list[str], files: list[_File], values: dict[str, list[Any]]) -> None:
+def _call_site_values(name: str, params: list[str], files: list[_File], values: dict[str, list[Any]],
+                      how: dict[str, list[tuple[Any, str]]] | None = None) -> None:
     """Literal arguments where the sources call `name`; a caller's parameter passed on gives its default."""
     for file in files:
         for caller in ast.walk(file.tree):
@@ -176,6 +181,9 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
                     if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self" \
                             and arg.attr in attrs:
                         _add(values, param, attrs[arg.attr])
+                        if how is not None:
+                            how.setdefault(param, []).append(
+                                (attrs[arg.attr], f"{cls.name}.{arg.attr} ({file.path.name}:{node.lineno})"))
 
 
 def _class_literals(cls: ast.ClassDef) -> dict[str, Any]:
@@ -201,7 +209,7 @@ def subscript_keys(fn: ast.FunctionDef, params: list[str]) -> dict[str, set[Any]
 
 
 def shape_values(bodies: list[ast.FunctionDef], missing: list[str], groups: list[dict[str, Any]],
-                 values: dict[str, list[Any]], how: dict[str, str]) -> None:
+                 values: dict[str, list[Any]], how: dict[str, list[tuple[Any, str]]]) -> None:
     """A required parameter no source gives a value, passed as an argument of a layer call whose name= matches a
     weight group of the file (textgenrnn's Embedding(num_classes, ..., name='embedding') and Dense(num_classes,
     name='output'), where the caller passes len(vocab) + 1): each dimension of those groups' weights, the ones
@@ -224,16 +232,17 @@ def shape_values(bodies: list[ast.FunctionDef], missing: list[str], groups: list
     for p, by_dim in counts.items():
         for d, _ in sorted(by_dim.items(), key=lambda kv: -kv[1]):
             _add(values, p, d)
-        how[p] = "the weight shapes of " + ", ".join(dict.fromkeys(layers[p]))
+            how.setdefault(p, []).append((d, "the weight shapes of " + ", ".join(dict.fromkeys(layers[p]))))
 
 
-def config_values(weights: Path, params: list[str], required: list[str],
-                  keys: dict[str, set[Any]] | None = None) -> dict[str, list[Any]]:
+def config_values(weights: Path, params: list[str], required: list[str], keys: dict[str, set[Any]] | None = None,
+                  how: dict[str, list[tuple[Any, str]]] | None = None) -> dict[str, list[Any]]:
     """JSON objects beside the weights: keys that name parameters give their values; a required parameter no key
     gives takes each object that names no parameter (textgenrnn's cfg) and holds every key the function reads from
     it (`keys`: cfg['max_length'], ...; so a vocabulary beside the weights is not taken for the config)."""
     out: dict[str, list[Any]] = {}
     whole = []
+    where: list[tuple[str, str, Any]] = []  # (parameter or "", file name, value)
     for cand in sorted(weights.parent.glob("*.json"))[:20]:
         try:
             if cand.stat().st_size > CONFIG_MAX_BYTES:
@@ -246,13 +255,17 @@ def config_values(weights: Path, params: list[str], required: list[str],
         named = [p for p in params if p in data]
         for p in named:
             _add(out, p, data[p])
+            where.append((p, cand.name, data[p]))
         if not named:
-            whole.append(data)
+            whole.append((cand.name, data))
     for p in required:
         if not out.get(p):
-            for data in whole:
+            for name, data in whole:
                 if not (keys or {}).get(p) or keys[p] <= set(data):  # type: ignore[index]
                     _add(out, p, data)
+                    where.append((p, name, data))
+    for p, name, v in where if how is not None else []:
+        how.setdefault(p, []).append((v, f"{name} beside the weights"))  # type: ignore[union-attr]
     return out
 
 
@@ -328,14 +341,14 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
             required = [p for p in params if p not in defaults and not _has_default(fn, p)]
             b = Builder(name, f"{file.path}:{fn.lineno}", params, required)
             _inner_values(fn, file, set(params), b.values)
-            _call_site_values(name, params, files, b.values)
+            _call_site_values(name, params, files, b.values, b.how)
             keys = subscript_keys(fn, params)
             if groups:
                 shape_values(_bodies(fn, file, index), [p for p in required if not b.values.get(p)], groups,
                              b.values, b.how)
             if weights is not None:  # a JSON config beside the weights is this file's: tried before the defaults
                 whole = [p for p in required if not b.values.get(p) or keys.get(p)]
-                for p, vs in config_values(weights, params, whole, keys).items():
+                for p, vs in config_values(weights, params, whole, keys, b.how).items():
                     b.values[p] = vs + [v for v in b.values.get(p, []) if v not in vs]
             b.patterns = _name_patterns(fn, file, index)
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
