@@ -49,9 +49,11 @@ def test_num_classes_from_the_weight_shapes_and_cfg_from_the_json_beside_them():
     assert b.combos()[0] == {"num_classes": 12, "cfg": cfg}
 
 
-def test_a_named_file_brings_the_files_it_imports_relatively():
+def test_a_named_file_brings_the_files_of_its_package_it_imports_and_that_import_it():
     files, fn = parse_sources((f"{SRC / 'model.py'}:textgenrnn_model",))
-    assert [f.name for f in files] == ["AttentionWeightedAverage.py", "model.py"] and fn == "textgenrnn_model"
+    # its layer class, and textgenrnn.py, where the package calls textgenrnn_model(..., cfg=self.config)
+    assert [f.name for f in files] == ["AttentionWeightedAverage.py", "model.py", "textgenrnn.py"]
+    assert fn == "textgenrnn_model"
 
 
 def test_cudnn_layout_is_recognised_and_converted_as_tf_keras_does():

@@ -279,9 +279,10 @@ class Resolver:
                 self.res.build_fn = build_fn
                 self.export(build_fn, "build function", d.where, None)
         defs, missing = self.index.closure(self.roots)
-        if self.res.build_fn:  # the classes the build function makes (textgenrnn's AttentionWeightedAverage): the
-            for d in defs:  # saved model names them, so they are registered like a file config's custom classes
-                if d.kind == "class" and d.name != build_fn:
+        if self.res.build_fn:  # the Keras classes the build function makes (textgenrnn's AttentionWeightedAverage):
+            classes = {d.name: d for d in defs if d.kind == "class"}  # the saved model names them, so they are
+            for d in classes.values():  # registered like a file config's custom classes
+                if d.name != build_fn and _keras_class(d, classes):
                     self.export(d.name, "class", d.where, None)
         for name, why in sorted(missing.items()):
             self.error(rules_mod.builtin_code("source_missing"), f"name '{name}' needed by the model's source {why}",
@@ -367,6 +368,25 @@ class Resolver:
 
 
 
+
+
+_KERAS_BASES = ("Layer", "Model", "Wrapper", "RNN", "Constraint", "Initializer", "Regularizer", "Loss", "Metric")
+
+
+def _keras_class(d: Definition, classes: dict[str, Definition], depth: int = 0) -> bool:
+    """A class whose bases are Keras serializables (Layer, ..., or such a class of the sources): one Keras 3 can
+    register (a plain helper class, such as anago's BiLSTMCRF builder, has no get_config)."""
+    try:
+        node = ast.parse(d.code).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if not isinstance(node, ast.ClassDef) or depth > 10:
+        return False
+    for b in node.bases:
+        name = ast.unparse(b).split(".")[-1]
+        if name.endswith(_KERAS_BASES) or (name in classes and _keras_class(classes[name], classes, depth + 1)):
+            return True
+    return False
 
 
 def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
