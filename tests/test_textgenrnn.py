@@ -71,6 +71,15 @@ def test_cudnn_layout_is_recognised_and_converted_as_tf_keras_does():
     theirs = hdf5_format.preprocess_weights_for_loading(layer, [kernel, rec, bias], "2.1.5", "tensorflow")
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a, b)
+    # CuDNNGRU: (6 * units,) biases -> GRU(reset_after=True)'s (2, 3 * units)
+    gru = [a[:, :24] if a.ndim == 2 else a[:48] for a in (kernel, rec, bias)]
+    assert file_layout("GRU", [list(a.shape) for a in gru], [[5, 24], [8, 24], [2, 24]]) == "GRU"
+    ours, _ = convert_weights("GRU", gru)
+    layer = tf_keras.layers.GRU(8)
+    layer.build((None, 3, 5))
+    theirs = hdf5_format.preprocess_weights_for_loading(layer, gru, "2.1.5", "tensorflow")
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.slow
