@@ -96,6 +96,16 @@ def test_textgenrnn_converts_with_parity(pool, tmp_path, weights, src):
     assert report["ledger"]["tensors_restored"] == report["ledger"]["tensors_expected"]
     assert any("AttentionWeightedAverage" == o["name"] for o in report["source"]["objects"])
     assert report["reference"]["from"] == "the --src build function"
+    if weights == TINY:  # the module's `from tensorflow import config` (new_rnn looks for a GPU) is optional
+        block = ("import builtins, os, sys\nreal = builtins.__import__\n"
+                 "def imp(name, *a, **k):\n    if name.split('.')[0] == 'tensorflow':\n"
+                 "        raise ImportError(name)\n    return real(name, *a, **k)\n"
+                 "builtins.__import__ = imp\nos.environ['KERAS_BACKEND'] = 'jax'\nimport keras, numpy as np\n"
+                 f"sys.path.insert(0, {str(tmp_path)!r})\nimport tg_k3\n"
+                 f"m = keras.saving.load_model({str(tmp_path / 'tg.keras')!r}, safe_mode=True)\n"
+                 "print(m.predict(np.zeros((1, 6)), verbose=0).shape, 'tensorflow' in sys.modules)\n")
+        r = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.split()[-1] == "False", r.stderr[-2000:]
 
 
 @pytest.mark.slow
