@@ -231,12 +231,19 @@ def _int_index(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _int_index(node.operand))
 
 
+def _named(call: ast.expr, names: frozenset[str]) -> bool:
+    f = call.func if isinstance(call, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr in names) or (isinstance(f, ast.Name) and f.id in names)
+
+
 def indexed_calls(tree: ast.AST) -> set[tuple[int, int]]:
-    """(line, column) of every call whose result is only indexed by integer literals: `f(x)[0]`, or `s = f(x)` in a
-    function whose every other use of `s` is `s[0]`, `s[-1]` (K2T210: K.shape(x) becomes keras.ops.shape(x))."""
+    """(line, column) of every call of a function named as an `indexed` entry (shape) whose result is only indexed
+    by integer literals: `K.shape(x)[0]`, or `s = K.shape(x)` in a function whose every other use of `s` is `s[0]`,
+    `s[-1]` (K2T210: K.shape(x) becomes keras.ops.shape(x); classify_call decides which callee is K)."""
+    names = frozenset(lint_tables().indexed)
     out: set[tuple[int, int]] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call) and _int_index(node.slice):
+        if isinstance(node, ast.Subscript) and _named(node.value, names) and _int_index(node.slice):
             out.add((node.value.lineno, node.value.col_offset))
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -253,7 +260,7 @@ def indexed_calls(tree: ast.AST) -> set[tuple[int, int]]:
         for name, stmts in assigned.items():
             st = stmts[0]
             if len(stmts) != 1 or len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name) \
-                    or not isinstance(st.value, ast.Call):
+                    or not _named(st.value, names):
                 continue
             uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
             if uses and all(id(u) in indexed_uses for u in uses) and not any(
