@@ -388,3 +388,19 @@ def test_shape_is_a_portable_int_tensor_in_source_and_symbolic_in_graphs():
     code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x)[0] + tf.compat.v1.shape(x)[1]\n"
     assert fix_source(code)[0] == code
     assert "K2T206" == ops.backend_obsolete()["shape"][0]
+
+
+def test_k_shape_only_indexed_becomes_keras_ops_shape():
+    """K2T210: K.shape whose result is only indexed by integers (textgenrnn's AttentionWeightedAverage) is rewritten;
+    any other use of it stays K2T206. Keras 2 optimizers' lr= becomes learning_rate= (K2T207)."""
+    from k2to3.source.fix import fix_source
+    from k2to3.source.lint import lint_source
+
+    code = ("from tensorflow.keras import backend as K\nfrom tensorflow.keras.optimizers import Adam\n\n\n"
+            "def call(x, opt=Adam(lr=4e-3)):\n    s = K.shape(x)\n    y = K.reshape(x, (s[0], s[-1]))\n"
+            "    return y, K.shape(x)[1], K.shape(x) * 2\n\n\ndef whole(x):\n    t = K.shape(x)\n    return t\n")
+    found = [(f.code, f.line, f.fixable) for f in lint_source(code, "m.py")[0] if f.code in ("K2T206", "K2T210")]
+    assert found == [("K2T210", 6, True), ("K2T210", 8, True), ("K2T206", 8, False), ("K2T206", 12, False)]
+    new = fix_source(code)[0]
+    assert "s = keras.ops.shape(x)" in new and "keras.ops.shape(x)[1], K.shape(x) * 2" in new
+    assert "t = K.shape(x)" in new and "Adam(learning_rate=4e-3)" in new

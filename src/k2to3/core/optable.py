@@ -114,6 +114,13 @@ def backend_obsolete() -> dict[str, tuple[str, str]]:
     return out
 
 
+@cache
+def backend_indexed() -> dict[str, str]:
+    """Obsolete K functions whose result, when only indexed by integers, the keras.ops function `indexed` gives
+    (K.shape: a tuple indexes as the tensor did): name -> keras.ops function (K2T210)."""
+    return {k: o["indexed"] for o in raw_table().get("obsolete", []) if o.get("indexed") for k in o["k"]}
+
+
 def _index(field: str, prefix: str) -> dict[str, OpEntry]:
     index: dict[str, OpEntry] = {}
     for e in table():

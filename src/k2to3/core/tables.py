@@ -31,6 +31,7 @@ class LintTables:
     tf_known: frozenset[str]  # the TF2 functions a compat.v1 name may be a form of
     config: dict[str, str]  # optable.config_aliases
     obsolete: dict[str, tuple[str, str]]  # optable.backend_obsolete
+    indexed: dict[str, str]  # optable.backend_indexed
     positional: dict[str, tuple[str, ...]]  # keras.ops function -> the parameters it takes positionally
     rules: tuple[dict[str, str], ...]  # rules/source.toml: code, title, what, why, fix (lint's codes, SARIF)
     calls: dict[str, dict[str, Any]]  # rules/source.toml [[call]]: Keras 3 name -> rename / drop (rules.keras_calls)
@@ -70,6 +71,7 @@ def build() -> dict[str, Any]:
         "tf_aliases": optable.tf_aliases(),
         "config": optable.config_aliases(),
         "obsolete": optable.backend_obsolete(),
+        "indexed": optable.backend_indexed(),
         "positional": {name: s["positional"] for name, s in sigs.items()},
         "rules": [{"code": r.code, "title": r.title, "what": r.what, "why": r.why, "fix": r.fix}
                   for r in source_rules()],
@@ -95,7 +97,7 @@ def from_data(data: dict[str, Any]) -> LintTables:
     return LintTables(
         by_tf=by_tf, by_k=_index(entries, "k"), tf_aliases=aliases,
         tf_known=frozenset(by_tf.keys() | set(aliases.values())), config=data["config"],
-        obsolete={k: (v[0], v[1]) for k, v in data["obsolete"].items()},
+        obsolete={k: (v[0], v[1]) for k, v in data["obsolete"].items()}, indexed=data.get("indexed", {}),
         positional={k: tuple(v) for k, v in data["positional"].items()},
         rules=tuple(data["rules"]), calls=data["calls"],
         add_weight={k: tuple(v) for k, v in data["add_weight"].items()})

@@ -49,7 +49,7 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
     """`groups`: the file's weight groups (`weight_groups`, or a TF checkpoint's, whose shapes are sorted within a
     group: `order_free`)."""
     assert sources.index is not None
-    found = find_builders(sources.index, [g["name"] for g in groups], weights, only=sources.build_fn)
+    found = find_builders(sources.index, [g["name"] for g in groups], weights, only=sources.build_fn, groups=groups)
     if not found:
         raise NotPortable(f"{weights}: a weights-only file and no function of the --src files builds a Keras model "
                           "(calls Model(...) or Sequential(...))",
@@ -102,7 +102,9 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         k2.write_text(res.k2_code)
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
                  "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
-                 "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c}} for c in combos]
+                 "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c},
+                 "how": {p: o for p, v in c.items() if sources.build_args is None and (o := b.origin(p, v))}}
+                for c in combos]
     return out
 
 
@@ -117,10 +119,15 @@ def _call(t: dict[str, Any]) -> str:
 
 def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
     call = _call(t)
-    return {"call": call, "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],
+    kwargs = t["build_args"].get("kwargs", {})
+    how = "".join(f"; {p}{'=' + repr(kwargs[p]) if isinstance(kwargs.get(p), (int, float, str)) else ''} from {w}"
+                  for p, w in (t.get("how") or {}).items())
+    cudnn = f"; {t['cudnn']} in the cuDNN layout" if t.get("cudnn") else ""
+    return {"call": call, "values_from": t.get("how") or {}, "cudnn_layout": t.get("cudnn") or None,
+            "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],
             "names_match": t["names_match"], "builds_tried": n_tried,
             "summary": f"{call} matched {t['shapes_match']}/{t['groups']} weight groups "
-                       f"({t['names_match']} by name too; {n_tried} build(s) tried)"}
+                       f"({t['names_match']} by name too; {n_tried} build(s) tried{how}{cudnn})"}
 
 
 def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:

@@ -56,4 +56,6 @@ def model_of_inputs(inputs: list[dict[str, Any]]) -> dict[str, Any]:
     """Input specs of a model built by a --src build function, in the plan's form (for make_inputs)."""
     layers = [{"name": i["name"], "orig_name": i["name"], "class_name": "InputLayer", "inbound_nodes": [],
                "config": {"batch_shape": i["shape"], "dtype": i["dtype"]}} for i in inputs]
+    layers += [{"name": f"{i['name']}/embedding", "class_name": "Embedding", "config": {"input_dim": v},
+                "inbound_nodes": [[[i["name"], 0, 0, {}]]]} for i in inputs if (v := i.get("embedding_input_dim"))]
     return {"kind": "functional", "layers": layers, "inputs": [[i["name"], 0, 0] for i in inputs]}

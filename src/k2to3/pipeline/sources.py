@@ -59,7 +59,51 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
             raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
         if f.suffix != ".py":
             raise InputError(f"--src {f}: not a .py file", hint="pass the Python source that builds the model")
-    return files, build_fn
+    named = [spec_path(s) for s in specs if not spec_path(s).is_dir()]
+    siblings = [s for f in named for s in relative_imports(f) if s not in files]
+    importers = [s for f in named for s in package_importers(f) if s not in files]
+    return list(dict.fromkeys(siblings + files + importers)), build_fn
+
+
+def package_importers(path: Path) -> list[Path]:
+    """The files of the same package that import a --src file relatively (`from .model import textgenrnn_model`
+    in textgenrnn.py): where the package calls its build function, with the arguments the search reads."""
+    if not (path.parent / "__init__.py").is_file():
+        return []
+    import re
+
+    pattern = re.compile(rf"^\s*from\s+\.{re.escape(path.stem)}\s+import\b", re.M)
+    out = []
+    for cand in sorted(path.parent.glob("*.py"))[:200]:
+        if cand.resolve() == path.resolve():
+            continue
+        try:
+            if pattern.search(cand.read_text(errors="replace")):
+                out.append(cand)
+        except OSError:
+            continue
+    return out
+
+
+def relative_imports(path: Path) -> list[Path]:
+    """The files of the same package a --src file imports relatively (textgenrnn's model.py: `from
+    .AttentionWeightedAverage import AttentionWeightedAverage`), when they are beside it: read too, definitions
+    only, as if named."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except (SyntaxError, ValueError, OSError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            mods = [node.module] if node.module else [a.name for a in node.names]
+            for m in mods:
+                cand = path.parent / (m.replace(".", "/") + ".py")
+                if cand.is_file() and cand.resolve() != path.resolve():
+                    out.append(cand)
+    return out
 
 
 def read_sources(specs: tuple[str, ...], build_args: str | None = None) -> Sources:

@@ -31,6 +31,11 @@ class Builder:
     score: int = 0  # file layer names its name literals / patterns give
     patterns: list[str] = field(default_factory=list)
     config: tuple[str, dict[str, Any]] | None = None  # a class's JSON beside the weights: (file name, __init__ kwargs)
+    how: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)  # parameter -> (value, where it came from)
+    # for values not written at a call site or as a default: weight shapes, a JSON file, a class attribute
+
+    def origin(self, param: str, value: Any) -> str | None:
+        return next((w for v, w in self.how.get(param, []) if type(v) is type(value) and v == value), None)
 
     def combos(self) -> list[dict[str, Any]]:
         """kwargs to try: every required parameter needs a value; optional ones are tried at their default first.
@@ -148,7 +153,8 @@ def _defaults(fn: ast.FunctionDef) -> dict[str, Any]:
     return out
 
 
-def _call_site_values(name: str, params: list[str], files: list[_File], values: dict[str, list[Any]]) -> None:
+def _call_site_values(name: str, params: list[str], files: list[_File], values: dict[str, list[Any]],
+                      how: dict[str, list[tuple[Any, str]]] | None = None) -> None:
     """Literal arguments where the sources call `name`; a caller's parameter passed on gives its default."""
     for file in files:
         for caller in ast.walk(file.tree):
@@ -165,13 +171,78 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
                         _add(values, param, v)
                     elif isinstance(arg, ast.Name) and arg.id in defaults:
                         _add(values, param, defaults[arg.id])
+        for cls in (s for s in ast.walk(file.tree) if isinstance(s, ast.ClassDef)):
+            attrs = _class_literals(cls)  # textgenrnn_model(..., cfg=self.config): the class's `config = {...}`
+            for node in ast.walk(cls):
+                if not isinstance(node, ast.Call) or _called(node) != name or not attrs:
+                    continue
+                bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg in params]
+                for param, arg in bound:
+                    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self" \
+                            and arg.attr in attrs:
+                        _add(values, param, attrs[arg.attr])
+                        if how is not None:
+                            how.setdefault(param, []).append(
+                                (attrs[arg.attr], f"{cls.name}.{arg.attr} ({file.path.name}:{node.lineno})"))
 
 
-def config_values(weights: Path, params: list[str], required: list[str]) -> dict[str, list[Any]]:
+def _class_literals(cls: ast.ClassDef) -> dict[str, Any]:
+    """A class body's NAME = literal assignments (textgenrnn's `config = {'rnn_layers': 2, ...}`)."""
+    out = {}
+    for s in cls.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            ok, v = _literal(s.value)
+            if ok:
+                out[s.targets[0].id] = v
+    return out
+
+
+def subscript_keys(fn: ast.FunctionDef, params: list[str]) -> dict[str, set[Any]]:
+    """The literal keys a function reads from each parameter (cfg['max_length']): what a config object must hold."""
+    out: dict[str, set[Any]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in params:
+            ok, v = _literal(node.slice)
+            if ok and isinstance(v, (str, int)):
+                out.setdefault(node.value.id, set()).add(v)
+    return out
+
+
+def shape_values(bodies: list[ast.FunctionDef], missing: list[str], groups: list[dict[str, Any]],
+                 values: dict[str, list[Any]], how: dict[str, list[tuple[Any, str]]]) -> None:
+    """A required parameter no source gives a value, passed as an argument of a layer call whose name= matches a
+    weight group of the file (textgenrnn's Embedding(num_classes, ..., name='embedding') and Dense(num_classes,
+    name='output'), where the caller passes len(vocab) + 1): each dimension of those groups' weights, the ones
+    more of them share first. The tf_keras build confirms which."""
+    counts: dict[str, dict[int, int]] = {}
+    layers: dict[str, list[str]] = {}
+    for body in bodies:
+        for node in ast.walk(body):
+            if not isinstance(node, ast.Call):
+                continue
+            pat = next((_pattern(k.value) for k in node.keywords if k.arg == "name"), None)
+            passed = {a.id for a in node.args if isinstance(a, ast.Name)} | {
+                k.value.id for k in node.keywords if k.arg != "name" and isinstance(k.value, ast.Name)}
+            hit = [g for g in groups if pat and re.fullmatch(pat, g["name"])] if passed & set(missing) else []
+            for p in passed & set(missing):
+                for g in hit:
+                    for d in {int(d) for s in g["shapes"] for d in s}:
+                        counts.setdefault(p, {})[d] = counts.get(p, {}).get(d, 0) + 1
+                    layers.setdefault(p, []).append(g["name"])
+    for p, by_dim in counts.items():
+        for d, _ in sorted(by_dim.items(), key=lambda kv: -kv[1]):
+            _add(values, p, d)
+            how.setdefault(p, []).append((d, "the weight shapes of " + ", ".join(dict.fromkeys(layers[p]))))
+
+
+def config_values(weights: Path, params: list[str], required: list[str], keys: dict[str, set[Any]] | None = None,
+                  how: dict[str, list[tuple[Any, str]]] | None = None) -> dict[str, list[Any]]:
     """JSON objects beside the weights: keys that name parameters give their values; a required parameter no key
-    gives takes each object that names no parameter (textgenrnn's cfg)."""
+    gives takes each object that names no parameter (textgenrnn's cfg) and holds every key the function reads from
+    it (`keys`: cfg['max_length'], ...; so a vocabulary beside the weights is not taken for the config)."""
     out: dict[str, list[Any]] = {}
     whole = []
+    where: list[tuple[str, str, Any]] = []  # (parameter or "", file name, value)
     for cand in sorted(weights.parent.glob("*.json"))[:20]:
         try:
             if cand.stat().st_size > CONFIG_MAX_BYTES:
@@ -184,12 +255,17 @@ def config_values(weights: Path, params: list[str], required: list[str]) -> dict
         named = [p for p in params if p in data]
         for p in named:
             _add(out, p, data[p])
+            where.append((p, cand.name, data[p]))
         if not named:
-            whole.append(data)
+            whole.append((cand.name, data))
     for p in required:
         if not out.get(p):
-            for data in whole:
-                _add(out, p, data)
+            for name, data in whole:
+                if not (keys or {}).get(p) or keys[p] <= set(data):  # type: ignore[index]
+                    _add(out, p, data)
+                    where.append((p, name, data))
+    for p, name, v in where if how is not None else []:
+        how.setdefault(p, []).append((v, f"{name} beside the weights"))  # type: ignore[union-attr]
     return out
 
 
@@ -248,9 +324,10 @@ def _class_builders(file: _File, files: list[_File], layer_names: list[str], wei
 
 
 def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | None = None,
-                  only: str | None = None) -> list[Builder]:
+                  only: str | None = None, groups: list[dict[str, Any]] | None = None) -> list[Builder]:
     """Every function of the --src files that builds a Keras model (or `only` that one), and every class that does
-    (a keras.Model subclass, a builder class's method), best static score first."""
+    (a keras.Model subclass, a builder class's method), best static score first. `groups`: the file's weight
+    groups with their shapes (a required parameter nothing else gives may be a dimension of them)."""
     files = [_File(p, t) for p, t in index.texts.items()]
     found = []
     for file in files:
@@ -264,11 +341,15 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
             required = [p for p in params if p not in defaults and not _has_default(fn, p)]
             b = Builder(name, f"{file.path}:{fn.lineno}", params, required)
             _inner_values(fn, file, set(params), b.values)
-            _call_site_values(name, params, files, b.values)
-            if weights is not None:
-                for p, vs in config_values(weights, params, [p for p in required if not b.values.get(p)]).items():
-                    for v in vs:
-                        _add(b.values, p, v)
+            _call_site_values(name, params, files, b.values, b.how)
+            keys = subscript_keys(fn, params)
+            if groups:
+                shape_values(_bodies(fn, file, index), [p for p in required if not b.values.get(p)], groups,
+                             b.values, b.how)
+            if weights is not None:  # a JSON config beside the weights is this file's: tried before the defaults
+                whole = [p for p in required if not b.values.get(p) or keys.get(p)]
+                for p, vs in config_values(weights, params, whole, keys, b.how).items():
+                    b.values[p] = vs + [v for v in b.values.get(p, []) if v not in vs]
             b.patterns = _name_patterns(fn, file, index)
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
             found.append(b)
@@ -282,9 +363,14 @@ def _has_default(fn: ast.FunctionDef, param: str) -> bool:
     return param in with_default
 
 
+def _bodies(fn: ast.FunctionDef, file: _File, index: SourceIndex) -> list[ast.FunctionDef]:
+    """The function and the module-level functions of its file it calls."""
+    return [fn] + [file.functions[n] for n in index.reachable(fn.name) - {fn.name} if n in file.functions]
+
+
 def _name_patterns(fn: ast.FunctionDef, file: _File, index: SourceIndex) -> list[str]:
     """name= expressions of the calls in the function and the module-level functions it calls."""
-    bodies = [fn] + [file.functions[n] for n in index.reachable(fn.name) - {fn.name} if n in file.functions]
+    bodies = _bodies(fn, file, index)
     pats = []
     for body in bodies:
         for node in ast.walk(body):

@@ -60,6 +60,7 @@ class CallArgs:
     keywords: dict[str, Any]
     star: bool = False  # *args or **kwargs present
     raw: list[tuple[str | None, Any]] = field(default_factory=list)  # (keyword, node) in source order
+    indexed: bool = False  # the result is only indexed by integers (`indexed_calls`)
 
 
 @dataclass
@@ -120,6 +121,10 @@ def _backend(name: str, call: CallArgs) -> Verdict | None:
         return Verdict("K2T202", f"K.{name} moved to {aliases[name]}", True, aliases[name],
                        [(kw, Expr(node)) for kw, node in call.raw])
     obsolete = tables.obsolete
+    if name in obsolete and call.indexed and name in tables.indexed and not call.star:
+        target = "keras.ops." + tables.indexed[name]
+        return Verdict("K2T210", f"K.{name} -> {target} (its result is only indexed by integers)", True, target,
+                       [(kw, Expr(node)) for kw, node in call.raw])
     if name in obsolete:
         return Verdict(obsolete[name][0], f"K.{name} has no Keras 3 equivalent: {obsolete[name][1]}")
     if name in BACKEND_TF1 and name not in tables.by_k:
@@ -219,3 +224,46 @@ def add_weight_keywords(kinds: list[str], keywords: set[str]) -> tuple[str, ...]
         return None
     names = order[: len(kinds)]
     return None if set(names) & keywords else names
+
+
+def _int_index(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Constant) and type(node.value) is int) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _int_index(node.operand))
+
+
+def _named(call: ast.expr, names: frozenset[str]) -> bool:
+    f = call.func if isinstance(call, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and f.attr in names) or (isinstance(f, ast.Name) and f.id in names)
+
+
+def indexed_calls(tree: ast.AST) -> set[tuple[int, int]]:
+    """(line, column) of every call of a function named as an `indexed` entry (shape) whose result is only indexed
+    by integer literals: `K.shape(x)[0]`, or `s = K.shape(x)` in a function whose every other use of `s` is `s[0]`,
+    `s[-1]` (K2T210: K.shape(x) becomes keras.ops.shape(x); classify_call decides which callee is K)."""
+    names = frozenset(lint_tables().indexed)
+    out: set[tuple[int, int]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and _named(node.value, names) and _int_index(node.slice):
+            out.add((node.value.lineno, node.value.col_offset))
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        assigned: dict[str, list[ast.AST]] = {}
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Assign):
+                for t in n.targets:
+                    for name in ast.walk(t):
+                        if isinstance(name, ast.Name):
+                            assigned.setdefault(name.id, []).append(n)
+        indexed_uses = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Subscript)
+                        and isinstance(n.value, ast.Name) and isinstance(n.value.ctx, ast.Load) and _int_index(n.slice)}
+        for name, stmts in assigned.items():
+            st = stmts[0]
+            if len(stmts) != 1 or len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name) \
+                    or not _named(st.value, names):
+                continue
+            uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+            if uses and all(id(u) in indexed_uses for u in uses) and not any(
+                    isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(fn)):
+                out.add((st.value.lineno, st.value.col_offset))
+    return out

@@ -253,6 +253,9 @@ class _Indexer:
             if isinstance(stmt, ast.ClassDef):
                 deps |= {n.id for b in stmt.bases + [k.value for k in stmt.keywords] for n in ast.walk(b)
                          if isinstance(n, ast.Name)}
+            else:  # defaults run when the def does (textgenrnn's optimizer=Adam(lr=4e-3)): not in its symbol table
+                deps |= {n.id for d in [*stmt.args.defaults, *stmt.args.kw_defaults] if d is not None
+                         for n in ast.walk(d) if isinstance(n, ast.Name)}
             args = [a.arg for a in stmt.args.args] if kind == "function" else []
             self.add(Definition(stmt.name, kind, self.path, stmt.lineno, _segment(self.lines, stmt), deps - {stmt.name},
                                 args=args, lazy_deps=self.lazy_globals(kind, stmt)))

@@ -23,6 +23,7 @@ from k2to3.source.classify import (
     add_weight_keywords,
     arg_kind,
     classify_call,
+    indexed_calls,
     keras_name,
 )
 from k2to3.source.fiximports import add_imports, attribute_uses
@@ -158,6 +159,7 @@ class FixCommand(cst.CSTTransformer):
         self.tf_imports: list[tuple[str, str | None]] = []
         self.kept: list[tuple[cst.CSTNode, str]] = []  # (node, message): what stays on tf.keras, Keras 3 lacks it
         self._verdicts: dict[int, Any] = {}
+        self.indexed: set[int] = set()  # ids of the calls whose result is only indexed (classify.indexed_calls)
         self._bad_roots: set[str] = set()  # import-bound names with a use Keras 3 does not have
         self._keep_tf_keras: set[int] = set()  # `tf.keras` nodes whose chain Keras 3 does not have
         self._rename: dict[int, str] = {}  # root Name node -> alias of the tf.keras import kept for it
@@ -246,6 +248,7 @@ class FixCommand(cst.CSTTransformer):
             keywords={a.keyword.value: val(a.value) for a in call.args if a.keyword is not None},
             star=star,
             raw=[(a.keyword.value if a.keyword else None, a.value) for a in call.args],
+            indexed=id(call) in self.indexed,
         )
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
@@ -457,6 +460,8 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
     context = CodemodContext(filename=path, full_module_name=None)
     cmd = FixCommand(context)
     module = cst.parse_module(code)
+    if "shape(" in code:
+        cmd.indexed = _indexed_ids(code, module)
     # The passes run as libcst's CodemodCommand.transform_module runs them, without its deep copy of the tree
     # (this tree is our own), and with the imports added on the module's head only: libcst's AddImportsVisitor
     # reads and changes nothing below the first statement after the top imports, but walks the whole tree (a
@@ -473,6 +478,20 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
             start = positions[node].start
             kept.append(f"{start.line}:{start.column + 1}: {message}")
     return tree.code, cmd.changed, kept
+
+
+def _indexed_ids(code: str, module: cst.Module) -> set[int]:
+    """The libcst Call nodes at the positions classify.indexed_calls finds (ast columns are UTF-8 bytes)."""
+    try:
+        found = indexed_calls(ast.parse(code))
+    except SyntaxError:
+        return set()
+    if not found:
+        return set()
+    lines = code.splitlines()
+    chars = {(ln, len(lines[ln - 1].encode()[:col].decode(errors="ignore"))) for ln, col in found if ln <= len(lines)}
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return {id(n) for n, r in positions.items() if isinstance(n, cst.Call) and (r.start.line, r.start.column) in chars}
 
 
 def fix_source(code: str, path: str = "<string>") -> tuple[str, int]:

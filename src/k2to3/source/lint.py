@@ -23,6 +23,7 @@ from k2to3.source.classify import (
     add_weight_keywords,
     arg_kind,
     classify_call,
+    indexed_calls,
     keras_name,
 )
 
@@ -128,6 +129,7 @@ class Linter:
         self.path = path
         self.aliases = aliases
         self.findings: list[SourceFinding] = []
+        self.indexed: set[tuple[int, int]] = set()  # calls whose result is only indexed (classify.indexed_calls)
         self.loop_vars: list[set[str]] = []
         self.context: list[str] = []  # "Class.call" while inside a custom layer's call
         self.layer_class: list[str | None] = []
@@ -213,7 +215,9 @@ class Linter:
             if keras_name(q) == LAMBDA:
                 self.lambda_layer(node)
             else:
-                v = classify_call(q, call_args(node))
+                args = call_args(node)
+                args.indexed = (node.lineno, node.col_offset) in self.indexed
+                v = classify_call(q, args)
                 if v is not None:
                     self.add(node, v.code, v.message, v.fixable)
         self.generic_visit(node)
@@ -279,6 +283,8 @@ def lint_source(code: str, path: str, prefilter: bool = True) -> tuple[list[Sour
         return [], 0
     tree = ast.parse(code, filename=path)
     linter = Linter(path, collect_aliases(tree))
+    if "shape(" in code:
+        linter.indexed = indexed_calls(tree)
     linter.visit(tree)
     if not linter.findings:
         return [], 0

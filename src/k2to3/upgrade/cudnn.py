@@ -44,6 +44,27 @@ def upgrade_config(up: UpgradeState, class_name: str, cfg: dict[str, Any], layer
     return target, out
 
 
+RNNS = {"LSTM": "LSTM", "GRU": "GRU", "CuDNNLSTM": "LSTM", "CuDNNGRU": "GRU"}
+
+
+def file_layout(built_class: str | None, file_shapes: list[list[int]], built_shapes: list[list[int]]) -> str | None:
+    """A weights-only file's group holds a cuDNN layer's weights where the build made an LSTM/GRU (textgenrnn's
+    file, saved by CuDNNLSTM on a GPU, loaded into LSTM on a CPU): 'LSTM' or 'GRU' when the shapes are those of
+    the cuDNN layout of the built layer (same kernels, the 2x bias), else None. `built_class`: the layer's class,
+    or its Bidirectional wrapper's inner layer's."""
+    target = RNNS.get(built_class or "")
+    if target is None or len(file_shapes) != len(built_shapes) or len(file_shapes) % 3 or file_shapes == built_shapes:
+        return None
+    n = 4 if target == "LSTM" else 3
+    for i in range(0, len(file_shapes), 3):
+        fk, fr, fb = file_shapes[i:i + 3]
+        bk, br, bb = built_shapes[i:i + 3]
+        units = br[0]
+        if fk != bk or fr != br or fb != [2 * n * units] or int(np.prod(bb)) not in (n * units, 2 * n * units):
+            return None
+    return target
+
+
 def _gates(kernel: np.ndarray, fn: Any, n: int) -> np.ndarray:
     return np.hstack([fn(k) for k in np.hsplit(kernel, n)])
 

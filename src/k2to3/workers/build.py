@@ -31,6 +31,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         if req.get("build_fn"):
             model = _call_build_fn(keras, req, skipped)
             plan["renames"] = _renames_by_order(model, artifact)
+            plan["weight_transforms"] = {**plan.get("weight_transforms", {}),
+                                         **_cudnn_groups(model, artifact, plan["renames"])}
         else:
             model = build_model(plan)
             _check_lambda_shapes(model, plan["model"])
@@ -55,7 +57,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         model.save(req["out"])
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
-                    "dtype": str(t.dtype)} for t in model.inputs],
+                    "dtype": str(t.dtype), "embedding_input_dim": _embedding_fed(keras, model, t)}
+                   for t in model.inputs],
         "ledger": ledger.to_dict(),
         # a generator: one variable's numpy copy at a time, not a second copy of the whole model
         "weight_hash": weight_hash(lean.hashable(keras, w) for w in model.weights),
@@ -64,6 +67,17 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "warnings": warnings,
         "optimizer": optimizer,
     }
+
+
+def _embedding_fed(keras: Any, model: Any, tensor: Any) -> int | None:
+    """input_dim of an Embedding this model input feeds directly (a build function's float Input(shape=(40,))
+    into Embedding(465, ...), textgenrnn): the seeded verification indices stay in range."""
+    for layer in model.layers:
+        if isinstance(layer, keras.layers.Embedding):
+            for node in getattr(layer, "_inbound_nodes", []):
+                if any(t is tensor for t in node.input_tensors):
+                    return int(layer.input_dim)
+    return None
 
 
 def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
@@ -88,6 +102,24 @@ def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
                       skipped)
 
 
+def _cudnn_groups(model: Any, artifact: Any, renames: dict[str, str]) -> dict[str, str]:
+    """File layers holding cuDNN-layout weights where the build function made an LSTM/GRU (textgenrnn): converted
+    on restore as Keras 2's load_weights converted them (upgrade/cudnn.py)."""
+    from k2to3.upgrade.cudnn import file_layout
+    from k2to3.workers.builders import rnn_class
+
+    out = {}
+    for f, entries in artifact.weights.items():
+        layer = next((m for m in model.layers if m.name == renames.get(f, f)), None)
+        if layer is None or not entries:
+            continue
+        target = file_layout(rnn_class(layer), [[int(d) for d in e.shape] for e in entries],
+                             [[int(d) for d in w.shape] for w in layer.weights])
+        if target:
+            out[f] = target
+    return out
+
+
 def _renames_by_order(model: Any, artifact: Any) -> dict[str, str]:
     """A weights-only file names its layers as Keras 2 numbered them in the process that saved it; Keras 2's
     load_weights matched layers with weights by order, and so does this (file layer -> model layer)."""
@@ -103,6 +135,7 @@ def _renames_by_order(model: Any, artifact: Any) -> dict[str, str]:
     for f in file_layers:
         want = sorted(tuple(int(d) for d in e.shape) for e in artifact.weights[f])
         m = next((m for m in free if sorted(tuple(int(d) for d in w.shape) for w in m.weights) == want), free[0])
+        # (a cuDNN-layout group matches no shapes exactly: it takes the next layer in order)
         free.remove(m)
         if f != m.name:
             out[f] = m.name
