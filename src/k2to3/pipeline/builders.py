@@ -6,6 +6,7 @@ functions matching, or none, stop with the candidates listed and the exact optio
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,10 +77,27 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
             raise InputError(f"{weights}: {len(full)} build functions match its {len(groups)} weight groups: "
                              + "; ".join(f"{_pick(t)} ({t['where']})" for t in full),
                              hint="pick one with the --src and --build-args shown")
+    _stop_on_missing_import(weights, tried)
     raise InputError(f"{weights}: no candidate build matches its {len(groups)} weight groups; tried "
                      + "; ".join([*unextracted[:2], _tried_text(tried, found if sources.build_args is None else [])]),
                      hint="pass --src FILE.py:FUNCTION --build-args \"NAME=VALUE, ...\" with the values it was "
                      "saved with")
+
+
+# the stand-in source.imports.stand_in writes for a name imported from a package that is not installed
+_STAND_IN = re.compile(r"(\w+) \(imported from ([\w.]+) at (.+?)\) is needed by this build")
+
+
+def _stop_on_missing_import(weights: Path, tried: list[dict[str, Any]]) -> None:
+    """A build that ran into a stand-in (anago's CRF with use_crf=True, `from anago.layers import CRF` without
+    anago): the one thing to say is which name it needs and where it comes from."""
+    for t in tried:
+        m = _STAND_IN.search(t.get("error", ""))
+        if m:
+            name, module, where = m.groups()
+            raise InputError(f"{weights}: {_call(t)} calls {name}, imported from {module} ({where}), which is "
+                             "neither installed nor in the --src files",
+                             hint=f"pass the file that defines {name} as another --src")
 
 
 def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path,

@@ -19,7 +19,7 @@ from k2to3.checks.export import check_target as check_export_target
 from k2to3.checks.golden import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
-from k2to3.core.findings import not_portable_line
+from k2to3.core.findings import Finding, not_portable_line
 from k2to3.core.keras_versions import check_target as check_keras_target
 from k2to3.core.options import ConvertOptions
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
@@ -265,6 +265,11 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     if pair:
         report["ledger"]["weights_matched_by"] = report["input"]["pair"]["weights_matched_by"]
     report["build"] = {"weight_hash": build["weight_hash"], "warnings": build["warnings"]}
+    for note in build.get("notes", []):  # K2T436-K2T437 on a --src built model: its .keras needs k2to3.portable
+        finding = Finding(note["code"], "info", note["message"], note["layer"])
+        plan.findings.append(finding)
+        report["findings"].append(finding.to_dict())
+        plan.needs_portable = True
     run.build = build
     run.weight_bytes = 4 * int(build["ledger"].get("params_restored") or 0) or run.weight_bytes
 

@@ -8,9 +8,10 @@ nothing else of k2to3, so a model converted by k2to3 needs no TensorFlow, no tf_
 The names below are a public API: generated `--src` modules and `k2to3 fix` output call `k2to3.portable.NAME`,
 and saved configs name the registered ones; none of them is ever renamed or removed
 (tests/test_portable_compat.py). One module per kind: activations, layers (Keras 2 and library layers),
-removed (layers Keras 3 removed), qkeras (QKeras layers and quantizers), larq (larq's binarized layers),
-tfmot (quantization-aware training layers), tfops (TFOpLambda / tf.* translations and the TF-only and
-dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry holds the package name.
+removed (layers Keras 3 removed), masking (Keras 2's mask propagation), qkeras (QKeras layers and quantizers),
+larq (larq's binarized layers), tfmot (quantization-aware training layers), tfops (TFOpLambda / tf.* translations
+and the TF-only and dynamic-shape layers), backend (K.* functions), optimizers (Keras 2 update rules); registry holds
+the package name.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ from k2to3.portable.layers import (
     LayerScale,
     StochasticDepth,
     ThresholdedReLU,
+)
+from k2to3.portable.masking import (
+    Keras2Concatenate,
+    Keras2TimeDistributed,
 )
 from k2to3.portable.optimizers import (
     Keras2Adagrad,
@@ -102,8 +107,10 @@ __all__ = [
     "ContribInstanceNormalization",
     "Highway",
     "Keras2Adagrad",
+    "Keras2Concatenate",
     "Keras2Nadam",
     "Keras2RMSprop",
+    "Keras2TimeDistributed",
     "LayerScale",
     "LocallyConnected1D",
     "LocallyConnected2D",

@@ -1,5 +1,5 @@
 """qkeras's folded layers QConv2DBatchnorm (qkeras/qconv2d_batchnorm.py, qkeras 0.9) and QDenseBatchnorm
-(qkeras/qdense_batchnorm.py, qkeras after 0.9) in keras.ops, inference forward pass.
+(qkeras/qdense_batchnorm.py of google/qkeras pull request 74, in no release) in keras.ops, inference forward pass.
 
 At inference qkeras folds the batch norm into the layer before quantizing, with the moving statistics whatever
 `folding_mode` says (both modes take moving_mean / moving_variance once the BN is not training):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 import symtable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,6 +206,11 @@ class _Indexer:
         return self._tables
 
     def add(self, d: Definition) -> None:
+        old = self.index.defs.get(d.name)
+        if old is not None and old.kind == "import" and d.kind != "import" and imports_from(old.code, d.path):
+            self.index.defs.pop(d.name)  # `from anago.layers import CRF` and anago/layers.py among the files
+        elif old is not None and d.kind == "import" and old.kind != "import" and imports_from(d.code, old.path):
+            return
         if d.name in self.index.defs and self.index.defs[d.name].path != d.path:
             self.index.notes.append(f"'{d.name}' is defined in {self.index.defs[d.name].where} and {d.where}; "
                                     "the first is used")
@@ -314,6 +320,12 @@ class _Indexer:
                 bound = a.asname or a.name
                 code = f"from {stmt.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
             self.add(Definition(bound, "import", self.path, stmt.lineno, code + "\n"))
+
+
+def imports_from(code: str, path: Any) -> bool:
+    """`from a.b import name` and a file .../a/b.py: the import names that file's definition."""
+    m = re.match(r"from ([\w.]+) import ", code)
+    return bool(m) and str(path).replace("\\", "/").endswith("/" + m.group(1).replace(".", "/") + ".py")
 
 
 def _is_main_guard(stmt: ast.If) -> bool:

@@ -21,7 +21,7 @@ import libcst as cst
 
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
-from k2to3.source.extract import Definition, Site, SourceIndex, index_sources
+from k2to3.source.extract import Definition, Site, SourceIndex, imports_from, index_sources
 from k2to3.source.fix import fix_source
 from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
 from k2to3.source.lint import lint_source
@@ -462,7 +462,11 @@ def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, t
                       or any(f"def {n}" in text or f"class {n}" in text for n in names)]
         found = []
         for p in candidates[:50]:
-            res = resolve_sources(index_sources([p]), model_config, training_config, module, build_fn)
+            single = index_sources([p])
+            if any(d.kind == "import" and any(imports_from(d.code, q) for q in index.texts if q != p)
+                   for d in single.defs.values()):
+                continue  # it imports from another of the files (anago's models.py from anago/layers.py): merged
+            res = resolve_sources(single, model_config, training_config, module, build_fn)
             if not res.errors:
                 found.append((p, res))
         if len(found) == 1:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
+from k2to3.upgrade.masks import keras2_masks
 from k2to3.upgrade.plan import RNN_CLASSES
 from k2to3.upgrade.refs import all_refs, as_ref_list, is_ref
 from k2to3.upgrade.specs import input_spec, layer_spec
@@ -47,7 +48,9 @@ def sequential(up: UpgradeState, config: Any) -> dict[str, Any]:
                     orig)
     for layer in layers:
         specs.append(layer_spec(up, layer))
-    return {"kind": "sequential", "name": up.names.name(orig), "orig_name": orig, "layers": specs}
+    out = {"kind": "sequential", "name": up.names.name(orig), "orig_name": orig, "layers": specs}
+    keras2_masks(up, out)  # K2T436-K2T437
+    return out
 
 
 def functional(up: UpgradeState, config: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def functional(up: UpgradeState, config: dict[str, Any]) -> dict[str, Any]:
             up.note(up.code("nested_node_index"), "info", "nested model calls renumbered from Keras 2's node 1",
                     s["orig_name"])
         s["node_offset"] = offsets[s["name"]]
-    return {
+    out = {
         "kind": "functional",
         "name": up.names.name(orig),
         "orig_name": orig,
@@ -80,3 +83,5 @@ def functional(up: UpgradeState, config: dict[str, Any]) -> dict[str, Any]:
         "inputs": up.names.refs(as_ref_list(config["input_layers"])),
         "outputs": up.names.refs(config["output_layers"]),
     }
+    keras2_masks(up, out)  # K2T436-K2T437
+    return out

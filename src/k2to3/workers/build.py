@@ -27,9 +27,13 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         plan = json.load(fh)
     artifact = read_artifact(req["h5"], weights_only_ok=bool(req.get("build_fn")))
     skipped: list[str] = []  # the build function's own load_weights calls
+    notes: list[dict[str, str]] = []  # rule findings made here (K2T436-K2T437 on a source-built model)
     with constant_initializers(keras):  # every variable is then restored, and the ledger proves it
         if req.get("build_fn"):
-            model = _call_build_fn(keras, req, skipped)
+            from k2to3.workers.masks import keras2_masks
+
+            with keras2_masks(keras, notes):
+                model = _call_build_fn(keras, req, skipped)
             plan["renames"] = _renames_by_order(model, artifact)
             plan["weight_transforms"] = {**plan.get("weight_transforms", {}),
                                          **_cudnn_groups(model, artifact, plan["renames"])}
@@ -65,6 +69,7 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
+        "notes": notes,
         "optimizer": optimizer,
     }
 
