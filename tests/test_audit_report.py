@@ -36,8 +36,8 @@ def test_summary_blockers_and_next_commands(small):
     s = m["summary"]
     assert m["schema"] == SCHEMA == "k2to3.audit/2"
     assert s["artifacts"] == 40 and s["predicted"] == 40 and s["verified"] == 0
-    # custom-src: the class's K.shape keeps a tf.keras import in the generated module (K2T501), so `convert --src`
-    # stops and the calibrated static verdict is blocked, not "portable with source"
+    # custom-src: the class's whole K.shape needs a person (K2T206) and keeps tf.keras in the generated module, so
+    # `convert --src` stops and the calibrated static verdict is blocked, not "portable with source"
     assert s["verdicts"] == {"portable": counts["portable"] + counts["rnn"],
                              "portable with source": 0, "tf-only": counts["tf-only"],
                              "blocked": counts["unknown-class"] + counts["lambda"] + counts["weights-only"]
