@@ -14,6 +14,7 @@ from conftest import ARTIFACTS, CACHE, FIXTURES
 
 from k2to3.checks.gradcompare import compare_grads
 from k2to3.checks.gradients import loss_specs
+from k2to3.core.compare import compare_arrays
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.core.options import VerifyOptions
 from k2to3.core.seeds import make_targets
@@ -269,3 +270,22 @@ def test_a_real_gradient_error_is_beyond_the_reference_sensitivity(pool, tmp_pat
     assert g["verdict"] == "mismatch" and g["numeric_verdict"] == "mismatch" and report["exit_code"] == 1
     for v in g["backends"].values():
         assert v["first_divergent_variable"] == "probs/kernel" or "probs" in v["top_divergent"][0]["variable"]
+
+
+def test_identical_gradients_take_the_short_path_with_the_same_figures():
+    """Bit-identical arrays (tensorflow's step gradients against tf_keras's) skip the float64 passes; their figures
+    are the ones the full comparison gives (a float64 copy of `got` takes the full path: another dtype)."""
+    rng = np.random.default_rng(5)
+    ref = [rng.standard_normal((64, 32)).astype(np.float32), np.zeros(7, np.float32),
+           np.array([1e-9, -2.5, 0.0, 3.0], np.float32)]
+    for r in ref:
+        for rtol, atol in ((1e-4, 1e-6), (0.0, 0.0)):
+            fast_norms: dict = {}
+            slow_norms: dict = {}
+            fast = compare_arrays(r.copy(), r, rtol, atol, output=False, norms=fast_norms)
+            slow = compare_arrays(r.astype(np.float64), r, rtol, atol, output=False, norms=slow_norms)
+            assert fast == slow and fast_norms == slow_norms
+    rows = compare_grads(["a", "b", "c"], [r.copy() for r in ref], ["a", "b", "c"], ref, 1e-4, 1e-6)["variables"]
+    slow_rows = compare_grads(["a", "b", "c"], [r.astype(np.float64) for r in ref], ["a", "b", "c"], ref, 1e-4,
+                              1e-6)["variables"]
+    assert rows == slow_rows

@@ -17,7 +17,7 @@ from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.gradcompare import add_sensitivity, build_section
 from k2to3.checks.rounds import longest_first, one_round
-from k2to3.core.compare import rel_l2
+from k2to3.core.compare import rel_l2, single_threaded_blas
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.workers.pool import reply_or_error
 
@@ -156,7 +156,7 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
             return
     n = len(ref["grads"]["names"])
     golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
-    with np.load(run.npz("grads-golden")) as a, np.load(run.npz("grads-golden-nudged")) as b:
+    with np.load(run.npz("grads-golden")) as a, np.load(run.npz("grads-golden-nudged")) as b, single_threaded_blas():
         sens = [rel_l2(b[f"g{i}"], a[f"g{i}"] if golden is None else golden[i]) for i in range(n)]
     add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +47,8 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     if got.shape != ref.shape:
         return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
                            float("inf"), None, f"shape {list(got.shape)} != reference {list(ref.shape)}")
+    if not output and _identical(got, ref) and rtol >= 0 and atol >= 0:
+        return _equal_stats(ref, rtol, atol, index, norms)
     g = got.astype(np.float64)
     r = ref.astype(np.float64)
     nan_g, nan_r = np.isnan(g), np.isnan(r)
@@ -95,6 +100,26 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
         note = "the reference output is identical for every input row: parity says little; pass --input with data"
     return OutputStats(index, list(ref.shape), atol, _f(max_abs), _f(max_rel), allclose, _f(min_rtol),
                        _f(min_atol), agree, note, spread)
+
+
+def _identical(got: np.ndarray, ref: np.ndarray) -> bool:
+    """The same floating values element for element, no NaN (array_equal: NaN != NaN), one dtype, not empty."""
+    return (got.dtype == ref.dtype and np.issubdtype(ref.dtype, np.floating) and ref.size > 0
+            and bool(np.array_equal(got, ref)))
+
+
+def _equal_stats(ref: np.ndarray, rtol: float, atol: float, index: int, norms: dict[str, float] | None
+                 ) -> OutputStats:
+    """compare_arrays' figures when got is ref, value for value, from one float64 copy instead of two and a dozen
+    passes (tensorflow's gradients of a training step equal tf_keras's bit for bit: a third of the gradient check):
+    every difference is 0, so max_abs, max_rel, min_rtol and min_atol are 0 and allclose holds; the effective atol
+    and the dot products are the reference's own (got.ref = got.got = ref.ref, the same sum of the same values)."""
+    peak = float(np.abs(ref).max())  # float32 |x| is exact: the float64 peak compare_arrays takes
+    if norms is not None:
+        rf = ref.astype(np.float64).ravel()
+        sq = float(np.dot(rf, rf))
+        norms.update(dot=sq, got=sq, ref=sq, diff=0.0, ref_max_abs=peak)
+    return OutputStats(index, list(ref.shape), max(atol, rtol * peak), 0.0, 0.0, True, 0.0, 0.0, None, None, None)
 
 
 def compare_outputs(got: list[np.ndarray], ref: list[np.ndarray], rtol: float, atol: float) -> list[OutputStats]:
@@ -193,14 +218,73 @@ def noise_verdict(stats: list[NoiseStats]) -> tuple[str, float]:
 def per_backend(fn: Any, backends: Any, arrays: Any = ()) -> list[Any]:
     """fn(b) for each backend, in order; in threads (numpy's array arithmetic runs outside the GIL: the
     comparisons of the backends' weights and gradients share the cores the workers just left) unless one of
-    `arrays` is large: each thread holds float64 copies of the arrays it compares (several times their size)."""
+    `arrays` is large: each thread holds float64 copies of the arrays it compares (several times their size).
+    Each runs with numpy's BLAS on one thread (single_threaded_blas)."""
     from concurrent.futures import ThreadPoolExecutor
+
+    def one(b: Any) -> Any:
+        with single_threaded_blas():
+            return fn(b)
 
     backends = list(backends)
     if any(a.nbytes >= PARALLEL_MAX_BYTES for a in arrays) or len(backends) < 2:
-        return [fn(b) for b in backends]
+        return [one(b) for b in backends]
     with ThreadPoolExecutor(max_workers=max(1, min(len(backends), os.cpu_count() or 1))) as ex:
-        return list(ex.map(fn, backends))
+        return list(ex.map(one, backends))
+
+
+@functools.cache
+def _openblas_threads() -> Any:
+    """OpenBLAS's openblas_set_num_threads_local (0.3.27+; returns the count before) in the OpenBLAS this process
+    loaded for numpy, or None (another BLAS, an older OpenBLAS, no /proc). In a pthreads build it sets the count of
+    the whole process, despite its name: single_threaded_blas counts its holders."""
+    import ctypes
+
+    try:
+        with open("/proc/self/maps") as fh:
+            libs = sorted({ln.split()[-1] for ln in fh if "openblas" in ln.rsplit("/", 1)[-1].lower()
+                           and ".so" in ln})
+    except OSError:
+        return None
+    for path in libs:
+        try:
+            fn = ctypes.CDLL(path).openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+        return fn
+    return None
+
+
+_BLAS_LOCK = threading.Lock()
+_BLAS_HOLD = {"holders": 0, "before": 1}
+
+
+@contextlib.contextmanager
+def single_threaded_blas() -> Any:
+    """numpy's BLAS (the comparisons' float64 dot products) on one thread while any thread is inside. The parent
+    compares the backends side by side in threads on cores the workers still use, and OpenBLAS's own threads spin
+    between calls: on 2 cores they took the cores from the elementwise passes that follow each dot (the gradient
+    comparison of ResNet50's three backends, 25M values each: 7.8 s against 1.0-1.4 s). One thread also makes each
+    dot product's summation order, so its last bits, the same on every machine. Every holder sets it (the setting is
+    per thread or per process, by build); the last one out restores the count from before. A no-op without
+    OpenBLAS."""
+    fn = _openblas_threads()
+    if fn is None:
+        yield
+        return
+    with _BLAS_LOCK:
+        before = fn(1)
+        if _BLAS_HOLD["holders"] == 0:
+            _BLAS_HOLD["before"] = before
+        _BLAS_HOLD["holders"] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_HOLD["holders"] -= 1
+            if _BLAS_HOLD["holders"] == 0:
+                fn(_BLAS_HOLD["before"])
 
 
 # The size from which a tensor moves by slices in the workers (workers/lean.py): its comparisons run one at a time.
