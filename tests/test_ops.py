@@ -404,3 +404,9 @@ def test_k_shape_only_indexed_becomes_keras_ops_shape():
     new = fix_source(code)[0]
     assert "s = keras.ops.shape(x)" in new and "keras.ops.shape(x)[1], K.shape(x) * 2" in new
     assert "t = K.shape(x)" in new and "Adam(learning_rate=4e-3)" in new
+    # a method of a layer class counts as a function; a name rebound later (s += ..., a loop) is not only indexed
+    code = ("from tensorflow.keras import backend as K\n\n\nclass L:\n    def call(self, x):\n"
+            "        s = K.shape(x)\n        return s[0]\n\n    def again(self, x):\n        s = K.shape(x)\n"
+            "        s += (1,)\n        return s[0]\n")
+    found = [(f.code, f.line) for f in lint_source(code, "m.py")[0] if f.code in ("K2T206", "K2T210")]
+    assert found == [("K2T210", 6), ("K2T206", 10)]

@@ -4,6 +4,7 @@ rules/ops.toml (the table the TFOpLambda translator uses too)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -236,34 +237,75 @@ def _named(call: ast.expr, names: frozenset[str]) -> bool:
     return (isinstance(f, ast.Attribute) and f.attr in names) or (isinstance(f, ast.Name) and f.id in names)
 
 
-def indexed_calls(tree: ast.AST) -> set[tuple[int, int]]:
+def _holding(body: list[ast.stmt], lines: list[int]) -> Iterator[ast.AST]:
+    """The statements of `body` that span one of `lines`, a class's own statements instead of the whole class."""
+    for st in body:
+        if not any(st.lineno <= ln <= (st.end_lineno or st.lineno) for ln in lines):
+            continue
+        if isinstance(st, ast.ClassDef):
+            yield from st.decorator_list + st.bases + [k.value for k in st.keywords]
+            yield from _holding(st.body, lines)
+        else:
+            yield st
+
+
+def indexed_calls(tree: ast.AST, code: str | None = None) -> set[tuple[int, int]]:
     """(line, column) of every call of a function named as an `indexed` entry (shape) whose result is only indexed
     by integer literals: `K.shape(x)[0]`, or `s = K.shape(x)` in a function whose every other use of `s` is `s[0]`,
     `s[-1]` (K2T210: K.shape(x) becomes keras.ops.shape(x); classify_call decides which callee is K)."""
     names = frozenset(lint_tables().indexed)
     out: set[tuple[int, int]] = set()
-    for node in ast.walk(tree):
+    lines: list[int] = []  # where a `s = shape(...)` stands
+    fns: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+    roots: Iterable[ast.AST] = [tree]
+    if code is not None and isinstance(tree, ast.Module):  # lint: read only the statements that mention shape(
+        found = [i for i, line in enumerate(code.splitlines(), 1) if "shape(" in line]
+        roots = list(_holding(tree.body, found))
+    for node in (n for root in roots for n in ast.walk(root)):
         if isinstance(node, ast.Subscript) and _named(node.value, names) and _int_index(node.slice):
             out.add((node.value.lineno, node.value.col_offset))
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        assigned: dict[str, list[ast.AST]] = {}
-        for n in ast.walk(fn):
-            if isinstance(n, ast.Assign):
-                for t in n.targets:
-                    for name in ast.walk(t):
-                        if isinstance(name, ast.Name):
-                            assigned.setdefault(name.id, []).append(n)
-        indexed_uses = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Subscript)
-                        and isinstance(n.value, ast.Name) and isinstance(n.value.ctx, ast.Load) and _int_index(n.slice)}
-        for name, stmts in assigned.items():
-            st = stmts[0]
-            if len(stmts) != 1 or len(st.targets) != 1 or not isinstance(st.targets[0], ast.Name) \
-                    or not _named(st.value, names):
-                continue
-            uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
-            if uses and all(id(u) in indexed_uses for u in uses) and not any(
-                    isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in ast.walk(fn)):
-                out.add((st.value.lineno, st.value.col_offset))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and _named(node.value, names):
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fns.append(node)
+    for fn in fns:  # only the functions holding such a statement are read again
+        if any(fn.lineno <= ln <= (fn.end_lineno or fn.lineno) for ln in lines):
+            out |= _indexed_locals(fn, names)
+    return out
+
+
+def _indexed_locals(fn: ast.FunctionDef | ast.AsyncFunctionDef, names: frozenset[str]) -> set[tuple[int, int]]:
+    """The `s = shape(...)` statements of `fn` whose name is assigned once and only ever read as `s[int]`. One walk
+    of the function: a name-by-name walk for each assignment made lint quadratic in the size of a function."""
+    candidates: dict[str, ast.Assign] = {}
+    assigned: dict[str, int] = {}
+    loads: dict[str, list[int]] = {}
+    indexed_uses: set[int] = set()
+    declared: set[str] = set()
+    counted: set[int] = set()  # any rebinding or mutation disqualifies: `s += ...`, `for s in ...`, `s[0] = ...`
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in counted:
+            counted.add(id(n))
+            assigned[n.id] = assigned.get(n.id, 0) + 1
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                for name in ast.walk(t):
+                    if isinstance(name, ast.Name) and id(name) not in counted:
+                        counted.add(id(name))
+                        assigned[name.id] = assigned.get(name.id, 0) + 1
+            if len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and _named(n.value, names):
+                candidates[n.targets[0].id] = n
+        elif isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and isinstance(n.value.ctx, ast.Load) \
+                and _int_index(n.slice):
+            indexed_uses.add(id(n.value))
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads.setdefault(n.id, []).append(id(n))
+    out: set[tuple[int, int]] = set()
+    for name, st in candidates.items():
+        uses = loads.get(name, [])
+        if assigned.get(name) == 1 and name not in declared and uses and all(u in indexed_uses for u in uses):
+            out.add((st.value.lineno, st.value.col_offset))
     return out

@@ -284,7 +284,7 @@ def lint_source(code: str, path: str, prefilter: bool = True) -> tuple[list[Sour
     tree = ast.parse(code, filename=path)
     linter = Linter(path, collect_aliases(tree))
     if "shape(" in code:
-        linter.indexed = indexed_calls(tree)
+        linter.indexed = indexed_calls(tree, code)
     linter.visit(tree)
     if not linter.findings:
         return [], 0
