@@ -483,7 +483,7 @@ def fix_module(code: str, path: str = "<string>") -> tuple[str, int, list[str]]:
 def _indexed_ids(code: str, module: cst.Module) -> set[int]:
     """The libcst Call nodes at the positions classify.indexed_calls finds (ast columns are UTF-8 bytes)."""
     try:
-        found = indexed_calls(ast.parse(code))
+        found = indexed_calls(ast.parse(code), code)
     except SyntaxError:
         return set()
     if not found:
