@@ -20,6 +20,7 @@ from k2to3.workers import (
     build,
     builders,
     checkpoints,
+    deferred,
     export,
     fit,
     fitnoise,
@@ -101,7 +102,8 @@ def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
 
-    keras.backend.clear_session()
+    with deferred.dynamo_stand_in() if keras.backend.backend() == "torch" else contextlib.nullcontext():
+        keras.backend.clear_session()
     if "tf_keras" in sys.modules:
         sys.modules["tf_keras"].backend.clear_session()
 
@@ -110,7 +112,7 @@ OPS = {"build": build.op_build, "probe_builds": builders.op_probe_builds, "ckpt_
        "ckpt_bridge": checkpoints.op_ckpt_bridge,
        "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
        "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
-       **fitnoise.OPS, **held.OPS, **reference.OPS, "export": export.op_export}
+       **fitnoise.OPS, **held.OPS, **reference.OPS, "export": export.op_export, "loaded": deferred.op_loaded}
 
 
 def main() -> None:
@@ -119,18 +121,20 @@ def main() -> None:
         # keras, TF and torch._dynamo import jax whenever it is installed; a worker for another backend never
         # uses it, and the import costs 0.6-1.7 s of CPU on every start.
         sys.modules.setdefault("jax", None)  # type: ignore[arg-type]
+    deferred.block_ipython()
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by libraries goes to the log, not the protocol
     _pin_threads(backend)
     if backend == "jax":
         _jax_compilation_cache()
-    if backend != "tensorflow":
-        # keras.utils.set_random_seed also seeds TensorFlow whenever it is importable: a torch or jax worker then
-        # imports all of TensorFlow (+460 MB resident, seconds of CPU) for an RNG it never uses.
-        from keras.src.utils import module_utils
+    with deferred.dynamo_stand_in() if backend == "torch" else contextlib.nullcontext():
+        if backend != "tensorflow":
+            # keras.utils.set_random_seed also seeds TensorFlow whenever it is importable: a torch or jax worker
+            # then imports all of TensorFlow (+460 MB resident, seconds of CPU) for an RNG it never uses.
+            from keras.src.utils import module_utils
 
-        module_utils.tensorflow._available = False
-    keras3()  # pay the imports now, while the parent is still preparing the job
+            module_utils.tensorflow._available = False
+        keras3()  # pay the imports now, while the parent is still preparing the job
     if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
         import tf_keras  # noqa: F401
     memory.release_freed()

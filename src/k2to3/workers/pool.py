@@ -256,6 +256,9 @@ class Pool:
         # batch) keeps them for the next model instead of importing TensorFlow again.
         self.one_shot = one_shot
         self.golden = golden
+        # Worker logs are read into an error's detail when a worker fails; a directory the pool made is its own to
+        # remove on close (every conversion used to leave one in the temporary directory).
+        self._own_log_dir = log_dir is None
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="k2to3-logs-"))
         self.workers: dict[str, Worker] = {}
         if max_memory is not None:
@@ -350,6 +353,7 @@ class Pool:
             # The tensorflow worker is the critical path (build, golden, verify in turn): two threads.
             # torch and jax wait for the built file anyway: a lower priority lets the tensorflow
             # worker's imports and build finish first on a small machine.
+            self.log_dir.mkdir(parents=True, exist_ok=True)  # a pool used again after close
             w = Worker(role, self.log_dir, threads=THREADS[role],
                        legacy=role == "tensorflow" and self.golden, nice=0 if role == "tensorflow" else 10,
                        stats=self.stats.setdefault(role, {}))
@@ -463,6 +467,10 @@ class Pool:
         for w in self.workers.values():
             w.close(deadline)
         self.workers.clear()
+        if self._own_log_dir:
+            import shutil
+
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
     def __enter__(self) -> Pool:
         return self
