@@ -183,15 +183,23 @@ def test_the_probe_restarts_from_the_file_state_each_run(pool, tmp_path, name):
               w.call("fit_noise", weights_out=outs[1:], eps=0.0, seeds=[2], **common)]
     assert w.call("drop_held")["dropped"] == []  # the last call without keep released it
     assert ref["available"] and ref["state_loaded"] and all(p["available"] for p in probes)
-    # not held: loaded again
+    # not held: loaded again, and measured against the reference's weights in the file named, or saved whole
     again = w.call("fit_noise", weights_out=[str(tmp_path / "q.npz")], eps=0.0, seeds=[1], **common)
+    named = w.call("fit_noise", weights_out=[str(tmp_path / "r.npz")], eps=0.0, seeds=[1],
+                   ref_weights=str(tmp_path / "ref.npz"), **common)
     assert again["load_seconds"] > max(p["load_seconds"] for p in probes)
     want = _weights(tmp_path / "ref.npz")
-    for out, run in zip([*outs, str(tmp_path / "q.npz")], [p["runs"][0] for p in (*probes, again)]):
+    runs = [p["runs"][0] for p in (*probes, again, named)]
+    for run in runs:
         assert run["losses"] == ref["losses"] and run["iterations_after"] == ref["iterations_after"]
-        assert all(np.array_equal(a, b) for a, b in zip(_weights(Path(out)), want, strict=True))
-    w.call("fit_noise", weights_out=outs[:1], eps=1e-6, seeds=[1], **common)
-    assert not all(np.array_equal(a, b) for a, b in zip(_weights(Path(outs[0])), want))  # and a nudge moves them
+    # held reference (and the one named by file): each run's change to every weight measured in the worker
+    for run in (*runs[:2], runs[3]):
+        assert run["changes"] == [0.0] * len(want) and not Path(outs[0]).exists()
+    assert "changes" not in runs[2]
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(tmp_path / "q.npz"), want, strict=True))
+    nudged = w.call("fit_noise", weights_out=outs[:1], eps=1e-6, seeds=[1], ref_weights=str(tmp_path / "ref.npz"),
+                    **common)
+    assert max(nudged["runs"][0]["changes"]) > 0  # and a nudge moves them
 
 
 def _weights(path: Path) -> list[np.ndarray]:

@@ -81,6 +81,9 @@ class Check:
     stage: int  # checks of one stage share one pool round; stages run in order (registry.STAGES)
     applies: Callable[[Run], bool]
     collect: Callable[[Run, dict[str, Done]], None]  # build report[key] from the stage's futures (by check key)
+    # called for every check of the stage before the first collect: starts parent-side work that needs only the
+    # replies in the background, so that it overlaps the collects (and their later rounds) before its own
+    prepare: Callable[[Run, dict[str, Done]], None] = lambda run, done: None
     jobs: Callable[[Run], Jobs] = lambda run: {}
     markdown: Callable[[dict[str, Any]], list[str]] = lambda report: []
     console: Callable[[dict[str, Any]], list[str]] = lambda report: []  # its lines under the console's table

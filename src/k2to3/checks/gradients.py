@@ -112,6 +112,41 @@ def _step_context(run: Run, t0: float) -> dict[str, Any]:
             **_tolerance(run)}
 
 
+def _step_replies(run: Run, done: dict[str, Done]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """tf_keras's and each backend's training replies when every one carries its first step's gradients."""
+    if done.get("gradients") or "training" not in done:
+        return None
+    fit = done["training"]
+    fits = {b: reply_or_error(training.fit_future(fit, b)) for b in run.backends}
+    ref = reply_or_error(fit["tensorflow"][0])
+    return (ref, fits) if all("grads" in r for r in (ref, *fits.values())) else None
+
+
+def prepare(run: Run, done: dict[str, Done]) -> None:
+    """The comparison of the training step's gradients starts now, in the background: the training check's
+    collect (its float32 noise probe on a mismatch: seconds of tf_keras steps) runs meanwhile."""
+    import threading
+    from concurrent.futures import Future
+
+    got = _step_replies(run, done)
+    if got is None:
+        return
+    ref, fits = got
+    fut: Future = Future()
+    t0 = run.state["gradients"]["t0"]
+
+    def compare() -> None:
+        try:
+            with single_threaded_blas():
+                fut.set_result(build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"],
+                                             _step_context(run, t0)))
+        except BaseException as exc:  # raised again in collect()
+            fut.set_exception(exc)
+
+    run.state["gradients"]["section"] = fut
+    threading.Thread(target=compare, name="k2to3-gradients-compare", daemon=True).start()
+
+
 def collect(run: Run, done: dict[str, Done]) -> None:
     try:
         _collect(run, done)
@@ -123,11 +158,13 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
     if done.get("gradients"):
         _standalone_section(run, done["gradients"])
         return
-    t0, fit = run.state["gradients"]["t0"], done["training"]
-    fits = {b: reply_or_error(training.fit_future(fit, b)) for b in run.backends}
-    ref = reply_or_error(fit["tensorflow"][0])
-    if all("grads" in r for r in (ref, *fits.values())):
-        section = build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
+    t0 = run.state["gradients"]["t0"]
+    got = _step_replies(run, done)
+    if got is not None:
+        ref, fits = got
+        pending = run.state["gradients"].pop("section", None)  # started by prepare()
+        section = pending.result() if pending is not None else \
+            build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
         if section["verdict"] == "mismatch":
             _probe(run, ref, t0)
             training.explain(run.report)
@@ -213,5 +250,6 @@ def console(report: dict[str, Any]) -> list[str]:
             for b, v in (report.get("gradients") or {}).get("backends", {}).items()]
 
 
-CHECK = Check(key="gradients", title="Gradients", stage=3, applies=applies, jobs=jobs, collect=collect,
-              markdown=markdown, console=console, outcome=outcome, after_parity=True, retry_without_onednn=True)
+CHECK = Check(key="gradients", title="Gradients", stage=3, applies=applies, jobs=jobs, prepare=prepare,
+              collect=collect, markdown=markdown, console=console, outcome=outcome, after_parity=True,
+              retry_without_onednn=True)

@@ -26,6 +26,8 @@ def run_checks(run: Run, stages: Iterable[int]) -> None:
         release = stage == OUTPUTS_STAGE and not later and run.weight_bytes >= RELEASE_MIN_BYTES
         done = one_round(run, queued, release_finished=release)
         for check, _ in queued:
+            check.prepare(run, done)
+        for check, _ in queued:
             check.collect(run, done)
 
 

@@ -80,7 +80,7 @@ def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_
 
     def job(w: Any) -> Any:
         return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
-                      held_only=held_only, **common, **run.golden_args)
+                      held_only=held_only, ref_weights=run.npz("fit-ref"), **common, **run.golden_args)
 
     return job
 
@@ -95,32 +95,42 @@ def first_round_job(run: Run) -> WorkerJob | None:
     return _job(run, run.state["training"]["common"], 0, ROUNDS[0], keep=True, held_only=True)
 
 
-def _read(run: Run, reply: dict[str, Any], first: int, n: int) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.ndarray]
+          ) -> tuple[dict[str, Any], list[list[float]]]:
+    """Each run's change to each weight: as the worker measured it, or from the weights it saved."""
     if "error" in reply or not reply.get("available"):
         return {"available": False, "reason": reply.get("error") or reply.get("reason")}, []
-    runs = []
-    for out in _outs(run, first, n)[0]:
+    changes = []
+    for r, out in zip(reply["runs"], _outs(run, first, n)[0]):
+        if "changes" in r:
+            changes.append(r["changes"])
+            continue
         with np.load(out) as z:
-            runs.append([z[f"w{i}"] for i in range(len(z.files))])
-    return reply, runs
+            changes.append(_changes([z[f"w{i}"] for i in range(len(z.files))], ref_w))
+    return reply, changes
 
 
-def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool
-           ) -> tuple[dict[str, Any], list[list[np.ndarray]]]:
+def _changes(weights: list[np.ndarray], ref_w: list[np.ndarray]) -> list[float]:
+    """Per weight, the largest absolute difference from the reference's. In the weights' own dtype: the difference
+    of two close float32 numbers is exact (the worker measures it the same way, workers/fitnoise.py)."""
+    return [float(np.max(np.abs(w - r))) if r.size else 0.0 for w, r in zip(weights, ref_w)]
+
+
+def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref_w: list[np.ndarray]
+           ) -> tuple[dict[str, Any], list[list[float]]]:
     """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
     try:
         reply = reply_or_error(run.pool.run({"tensorflow": [_job(run, common, first, n, keep)]},
                                             run.weight_bytes)["tensorflow"][0])
     except WorkerError as exc:
         reply = {"error": exc.message}
-    return _read(run, reply, first, n)
+    return _read(run, reply, first, n, ref_w)
 
 
-def _floors(ref_w: list[np.ndarray], runs: list[list[np.ndarray]], floors: list[float] | None) -> list[float]:
-    """Per weight: the largest change the runs make to it, with `floors` of earlier runs. In the weights' own dtype:
-    the difference of two close float32 numbers is exact."""
-    new = [max((float(np.max(np.abs(p[i] - r))) if r.size else 0.0 for p in runs), default=0.0)
-           for i, r in enumerate(ref_w)]
+def _floors(n_weights: int, runs: list[list[float]], floors: list[float] | None) -> list[float]:
+    """Per weight: the largest change the runs make to it (`runs`: each run's changes), with `floors` of earlier
+    runs."""
+    new = [max((c[i] for c in runs), default=0.0) for i in range(n_weights)]
     return new if floors is None else [max(a, b) for a, b in zip(floors, new)]
 
 
@@ -167,14 +177,15 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     first, with_steps = 0, False
     for i, n in enumerate(ROUNDS):
         last = i == len(ROUNDS) - 1
-        reply, runs = _read(run, reply_or_error(ahead), first, n) if i == 0 and ahead is not None else ({}, [])
+        reply, runs = _read(run, reply_or_error(ahead), first, n, ref_w) if i == 0 and ahead is not None \
+            else ({}, [])
         with_steps = with_steps or bool(reply.get("available"))
         if not reply.get("available"):
-            reply, runs = _probe(run, run.state["training"]["common"], first, n, keep=not last)
+            reply, runs = _probe(run, run.state["training"]["common"], first, n, not last, ref_w)
         first += n
         if not reply.get("available"):
             break
-        floors = _floors(ref_w, runs, floors)
+        floors = _floors(len(ref_w), runs, floors)
         for r in reply["runs"]:
             losses.append(r["losses"])
             if ref_losses.size:

@@ -138,6 +138,8 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     losses = train_steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
     names, arrays = layer_weights(model, np.asarray)
     save_weights(req["weights_out"], names, arrays)
+    if req.get("hold"):  # what the noise probe's runs are measured against, in this worker (workers/fitnoise.py)
+        held.hold("reference_after", reference_key(req), arrays)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
              "iterations_after": int(np.asarray(inner.iterations)), "batchnorm_unfused": ref.unfused}

@@ -1,8 +1,9 @@
 """Worker op `fit_noise` (checks/trainingnoise.py, docs/optimizers.md#float32-training-noise): tf_keras's own
 sensitivity of the `--fit-steps` steps to float32 rounding. The original file loaded once, as the reference is
 (workers/fit.py), then the same steps on the same batch from the file's state with every trainable weight moved by a
-few float32 ulps (nudge_weights), once per seed, the model and the optimizer put back between the runs. Asked for
-only after a training mismatch."""
+few float32 ulps (nudge_weights), once per seed, the model and the optimizer put back between the runs. Each run's
+change to each weight (its largest absolute difference from the reference's own steps) is measured here and replied;
+the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ def nudge_weights(model: Any, eps: float, rng: np.random.Generator) -> None:
             v.assign(a * (1 + eps * rng.choice(np.array([-1.0, 1.0], a.dtype), a.shape)))
 
 
+def reference_after(req: dict[str, Any]) -> list[np.ndarray] | None:
+    """The reference's weights after its own steps (fit_golden), which every run is measured against: held when
+    fit_golden ran in this worker with `hold`, else read from `ref_weights` when the request names it."""
+    got = held.take("reference_after", reference_key(req), keep=True)
+    if got is None and req.get("ref_weights"):
+        with np.load(req["ref_weights"]) as z:
+            got = [z[f"w{i}"] for i in range(len(z.files))]
+    return got
+
+
 def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     """One run per seed of `seeds`; the reference held by fit_golden (`hold`) when it is this run's, else loaded
     again (unless `held_only`). `keep` holds it for a next call (more runs); without it the held model is
@@ -44,6 +55,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     ref, state, saved = got
     model, inner = ref.model, ref.inner
     x, y = load_batch(req)
+    after = reference_after(req)
     runs, names, loaded = [], [], time.perf_counter() - t0
     for seed, out in zip(req["seeds"], req["weights_out"]):
         for v, a in zip(state, saved):
@@ -51,10 +63,17 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
         nudge_weights(model, float(req["eps"]), np.random.default_rng(int(seed)))
         losses = train_steps(model, x, y, int(req["steps"]))
         names, arrays = layer_weights(model, np.asarray)
-        save_weights(out, names, arrays)
-        runs.append({"seed": int(seed), "losses": losses, "iterations_after": int(np.asarray(inner.iterations))})
+        run = {"seed": int(seed), "losses": losses, "iterations_after": int(np.asarray(inner.iterations))}
+        if after is not None and len(after) == len(arrays):
+            # the run's change to each weight, measured here: no copy of every weight through a file per run
+            run["changes"] = [float(np.max(np.abs(a - r))) if r.size else 0.0 for a, r in zip(arrays, after)]
+        else:
+            save_weights(out, names, arrays)
+        runs.append(run)
     if req.get("keep"):
         held.hold("reference", key, got)
+    else:
+        held.take("reference_after", key)  # released with the reference
     return {"available": True, "runs": runs, "weight_names": names, "state_source": ref.source,
             "load_seconds": loaded, "seconds": time.perf_counter() - t0}
 
