@@ -147,7 +147,9 @@ def test_keras1_th_unet_pair(pool, tmp_path):
 
 def test_th_merge_axes_are_kept_as_written():
     """Keras 1 concat_axis / dot_axes are absolute indices (batch = 0), the convention of Keras 2/3's
-    Concatenate(axis) and Dot(axes): a "th" model keeps them, -1 included; the elementwise modes have no axis."""
+    Concatenate(axis) and Dot(axes): a "th" model keeps them, -1 included; the elementwise modes have no axis. A dot
+    of these rank-4 inputs stops (K2T909): Keras 1 on TensorFlow multiplied their last two axes as matrices, on
+    Theano it took a batched tensordot over axis 1 (test_keras1_dot.py)."""
     def _merge1(name: str, mode: str, *inputs: str, **extra) -> dict:  # Keras 1.2.2 Merge.get_config
         return {"name": name, "class_name": "Merge", "inbound_nodes": [[[n, 0, 0] for n in inputs]], "config": {
             "name": name, "mode": mode, "mode_type": "raw", "concat_axis": -1, "dot_axes": -1, "output_shape": None,
@@ -165,7 +167,8 @@ def test_th_merge_axes_are_kept_as_written():
     lay = _by_name(to_keras2(model))
     assert {n: lay[n]["class_name"] for n in lay if n.startswith("m_")} == {
         "m_sum": "Add", "m_mul": "Multiply", "m_ave": "Average", "m_max": "Maximum", "m_cat1": "Concatenate",
-        "m_catl": "Concatenate", "m_dot": "Dot"}
+        "m_catl": "Concatenate", "m_dot": "Merge"}
     assert lay["m_cat1"]["config"]["axis"] == 1 and lay["m_catl"]["config"]["axis"] == -1
-    assert lay["m_dot"]["config"]["axes"] == [1, 1] and lay["c"]["config"]["data_format"] == "channels_first"
-    assert not upgrade(model).errors
+    assert lay["c"]["config"]["data_format"] == "channels_first"
+    errors = upgrade(model).errors
+    assert errors[0].code == "K2T909" and errors[0].layer == "m_dot" and {e.layer for e in errors} == {"m_dot"}

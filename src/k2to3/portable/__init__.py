@@ -77,6 +77,7 @@ from k2to3.portable.qkeras_folded import (
 )
 from k2to3.portable.removed import (
     Highway,
+    Keras1Merge,
     LocallyConnected1D,
     LocallyConnected2D,
     Maxout,
@@ -106,6 +107,7 @@ from k2to3.portable.tfops import (
 __all__ = [
     "ContribInstanceNormalization",
     "Highway",
+    "Keras1Merge",
     "Keras2Adagrad",
     "Keras2Concatenate",
     "Keras2Nadam",

@@ -321,3 +321,79 @@ class Highway(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "activation": keras.activations.serialize(self.activation),
                 "transform_bias": self.transform_bias, "bias": self.bias}
+
+
+@register
+class Keras1Merge(keras.layers.Layer):
+    """Keras 1 `Merge` in mode `dot` or `cos` (keras/engine/topology.py, Keras 1.2.2 Merge.call), for inputs of
+    equal rank 2 or 3, where Keras 1's TensorFlow and Theano backends computed the same `K.batch_dot`:
+
+    * dot: batch_dot(a, b, dot_axes): per sample, a tensordot over axis dot_axes[0] of a and dot_axes[1] of b;
+      rank 2 gives (batch, 1);
+    * cos: batch_dot(a, b) / max(sqrt(batch_dot(a, a) * batch_dot(b, b)), epsilon), every batch_dot over the same
+      dot_axes. At rank 2 that is a cosine; at rank 3 the denominator is the elementwise product of two Gram
+      matrices (NaN where it is negative), which is what Keras 1 computed.
+
+    The output has Keras 1's declared shape (`get_output_shape_for`): a's shape less dot_axes[0], then b's less the
+    batch axis and dot_axes[1]. (Keras 1's `cos` added a unit axis at position 1 at run time that its own shape
+    inference did not list; the layers after it were built for the declared shape.) Any other rank raises when the
+    layer is built: Keras 1's backends disagreed there (rules K2T489, K2T909)."""
+
+    def __init__(self, mode: str = "dot", dot_axes=-1, epsilon: float = 1e-7, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in ("dot", "cos"):
+            raise ValueError(f"Keras1Merge mode must be 'dot' or 'cos', not {mode!r}")
+        self.mode, self.epsilon = mode, float(epsilon)
+        self.dot_axes = list(dot_axes) if isinstance(dot_axes, (list, tuple)) else int(dot_axes)
+        self._axes: tuple[int, int] | None = None
+
+    def _resolve(self, shapes) -> tuple[int, int]:
+        r1, r2 = len(shapes[0]), len(shapes[1])
+        d = self.dot_axes
+        axes = [d % r1, d % r2] if isinstance(d, int) and d < 0 else [d, d] if isinstance(d, int) else list(d)
+        where = f"Keras 1 Merge(mode={self.mode!r}, dot_axes={self.dot_axes!r}) on inputs of ranks {r1} and {r2}"
+        if r1 != r2 or r1 not in (2, 3):
+            raise ValueError(f"K2T909 {where}: Keras 1's TensorFlow and Theano backends computed it differently")
+        if r1 == 2:
+            if not all(a in (1, -1) for a in axes):
+                raise ValueError(f"K2T909 {where}: contracts the batch axis")
+            return 1, 1
+        if not all(a in (1, 2) for a in axes):
+            raise ValueError(f"K2T909 {where}: Keras 1's backends read these axes differently")
+        if self.mode == "cos" and tuple(shapes[0]) != tuple(shapes[1]):
+            raise ValueError(f"K2T909 {where}: Keras 1's cos takes inputs of one shape")
+        return int(axes[0]), int(axes[1])
+
+    def build(self, input_shape):
+        self._axes = self._resolve(input_shape)
+
+    def _batch_dot(self, x, y):
+        assert self._axes is not None
+        if len(x.shape) == 2:
+            return ops.sum(x * y, axis=1, keepdims=True)
+        if self._axes[0] == 1:  # contract x's axis 1: (b, d, n) @ ...
+            x = ops.transpose(x, (0, 2, 1))
+        if self._axes[1] == 2:  # contract y's axis 2: ... @ (b, d, m)
+            y = ops.transpose(y, (0, 2, 1))
+        return ops.matmul(x, y)
+
+    def call(self, inputs):
+        x, y = inputs
+        if self._axes is None:
+            self._axes = self._resolve([x.shape, y.shape])
+        out = self._batch_dot(x, y)
+        if self.mode == "dot":
+            return out
+        den = ops.sqrt(self._batch_dot(x, x) * self._batch_dot(y, y))
+        return out / ops.maximum(den, ops.cast(self.epsilon, den.dtype))
+
+    def compute_output_shape(self, input_shape):
+        a0, a1 = self._resolve(input_shape)
+        s1, s2 = list(input_shape[0]), list(input_shape[1])
+        s1.pop(a0)
+        s2.pop(a1)
+        out = s1 + s2[1:]
+        return tuple([*out, 1] if len(out) == 1 else out)
+
+    def get_config(self):
+        return {**super().get_config(), "mode": self.mode, "dot_axes": self.dot_axes, "epsilon": self.epsilon}

@@ -11,6 +11,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from k2to3.core import rules as rules_mod
+from k2to3.upgrade.keras1 import ranks as ranks_mod
+from k2to3.upgrade.keras1.dot import dot_merge
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
@@ -102,8 +104,9 @@ def _shape(cfg: dict[str, Any], cls: str) -> None:
         cfg["batch_input_shape"] = [None, cfg["input_dim"]]
 
 
-def layer(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
-    """One Keras 1 layer entry {class_name, config(, inbound_nodes, name)} -> its Keras 2 entry."""
+def layer(up: UpgradeState, layer: dict[str, Any], ranks: list[int | None] | None = None) -> dict[str, Any]:
+    """One Keras 1 layer entry {class_name, config(, inbound_nodes, name)} -> its Keras 2 entry; `ranks`: the ranks
+    of a Merge's inputs where the graph gives them (ranks.py)."""
     out = copy.deepcopy(layer)
     cls, cfg = out.get("class_name"), out.get("config")
     if not isinstance(cfg, dict) or not isinstance(cls, str):
@@ -113,7 +116,7 @@ def layer(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
         out["config"] = translate_model(up, out)["config"]
         return out
     if cls == "Merge":
-        return _merge(up, out)
+        return _merge(up, out, ranks)
     if cls in WRAPPERS and isinstance(cfg.get("layer"), dict):  # e.g. TimeDistributed(Dense(output_dim=...))
         cfg["layer"] = _layer(up, cfg["layer"])
         _shape(cfg, cls)
@@ -290,7 +293,7 @@ def _layer(up: UpgradeState, entry: dict[str, Any]) -> dict[str, Any]:
     return layer(up, entry)  # `layer` is shadowed by the argument inside layer()
 
 
-def _merge(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
+def _merge(up: UpgradeState, out: dict[str, Any], ranks: list[int | None] | None = None) -> dict[str, Any]:
     cfg = out["config"]
     name, mode = cfg.get("name"), cfg.get("mode")
     if cfg.get("mode_type", "raw") != "raw":
@@ -307,8 +310,7 @@ def _merge(up: UpgradeState, out: dict[str, Any]) -> dict[str, Any]:
     if mode == "concat":
         new["axis"] = cfg.get("concat_axis", -1)
     elif mode in ("dot", "cos"):
-        new["axes"] = cfg.get("dot_axes", -1)
-        new["normalize"] = mode == "cos"
+        return dot_merge(up, out, new, ranks)
     up.note("K2T477", "info", f"Keras 1 Merge(mode={mode!r}) -> {MERGE_MODES[mode]}", name)
     out["class_name"], out["config"] = MERGE_MODES[mode], new
     return out
@@ -359,7 +361,8 @@ def _merge_of_models(up: UpgradeState, seq: list[dict[str, Any]]) -> dict[str, A
             prev = nm
         inputs.append(inp)
         tails.append(prev)
-    m = _merge(up, {"class_name": "Merge", "config": {k: v for k, v in merge.items() if k != "layers"}})
+    tails_rank = [ranks_mod.sequential_rank(b["config"], None) for b in branches]
+    m = _merge(up, {"class_name": "Merge", "config": {k: v for k, v in merge.items() if k != "layers"}}, tails_rank)
     if m["class_name"] == "Merge":
         return {}  # the mode's stop is noted
     prev = m["config"]["name"]
@@ -402,7 +405,10 @@ def translate_model(up: UpgradeState, model_config: dict[str, Any]) -> dict[str,
     if isinstance(inner, list):
         out["config"] = [layer(up, x) for x in inner]
     elif isinstance(inner, dict) and isinstance(inner.get("layers"), list):
-        inner["layers"] = [layer(up, x) for x in inner["layers"]]
+        entries = [x for x in inner["layers"] if isinstance(x, dict)]
+        ranks = ranks_mod.functional_ranks(entries) if any(x.get("class_name") == "Merge" for x in entries) else {}
+        inner["layers"] = [layer(up, x, ranks_mod.merge_input_ranks(x, ranks)) if isinstance(x, dict) and x.get(
+            "class_name") == "Merge" else layer(up, x) for x in inner["layers"]]
     return out
 
 
