@@ -75,7 +75,7 @@ def test_keras1_layers_without_equivalent_stop_precisely(cls, cfg, code):
         {"class_name": "Dense", "config": {"name": "d", "output_dim": 4, "batch_input_shape": [None, 3]}},
         {"class_name": cls, "config": cfg}]}
     plan = upgrade(model)
-    err = plan.errors[0]  # the precise stop comes first (K2T902, unknown class, follows it)
+    [err] = plan.errors  # the precise stop alone: no K2T902 "unknown class" behind it
     assert err.code == code and err.layer == cfg["name"] and err.fix
 
 

@@ -62,7 +62,7 @@ def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
     stop = no_port(up, cls) if registered is None else None
     if stop is not None:  # K2T941-K2T943: a known library class with no Keras 3 equivalent
         up.note(stop.code, "error", f"{cls}: no Keras 3 equivalent ({stop.title})", orig, stop.fix)
-    elif registered is None and cls not in rules_mod.keras3_layers():
+    elif registered is None and cls not in rules_mod.keras3_layers() and not stopped(up, orig):
         up.note(up.code("unknown_class"), "error", f"unknown layer class '{cls}' (not a Keras 3 layer, "
                 "no k2to3 rule)", orig, "pass the source that defines it with --src model.py, or port it "
                 "and register it with keras.saving.register_keras_serializable")
@@ -72,6 +72,12 @@ def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
             cfg.pop(k)
     spec.update(class_name=cls, config=cfg, registered_name=registered)
     return spec
+
+
+def stopped(up: UpgradeState, layer: str | None) -> bool:
+    """Whether an earlier step already stopped on this layer (a Keras 1 Merge it could not translate, K2T909):
+    its untranslated class is not also an unknown class (K2T902)."""
+    return any(f.layer == layer and f.severity == "error" for f in up.plan.findings)
 
 
 def no_port(up: UpgradeState, cls: str) -> rules_mod.Rule | None:
