@@ -279,3 +279,31 @@ def test_compile_sgd_string_file_converts_and_resumes(pool, tmp_path):
     assert r["optimizer"]["status"] == "restored" and r["optimizer"]["iteration"] == 1
     assert r["optimizer"]["ledger"]["ignored"] == 6  # kernel and bias of two Dense, gamma and beta of the BN
     assert r["training"]["status"] == "parity"
+
+
+@pytest.mark.slow
+def test_a_bad_targets_file_is_one_line_with_the_steps_joined_to_verification(pool, tmp_path):
+    """The training steps run in the verification's round (training.fused): a --targets file whose batch is not the
+    inputs' stops before any work, one whose array count is not the model's after the round; both an InputError
+    (exit 2) naming the file, no .keras left behind; a good one trains at parity."""
+    import numpy as np
+
+    from k2to3.core.options import ConvertOptions as Options
+    from k2to3.errors import Exit, InputError
+    from k2to3.pipeline.convert import convert
+
+    src = OPT / "adam_legacy.h5"
+    units = [la for la in read_artifact(src).model_config["config"]["layers"]
+             if la["class_name"] == "Dense"][-1]["config"]["units"]
+    np.savez(tmp_path / "batch.npz", y0=np.zeros((3, units), "float32"))
+    np.savez(tmp_path / "count.npz", y0=np.zeros((2, units), "float32"), y1=np.zeros((2, units), "float32"))
+    np.savez(tmp_path / "good.npz", y0=np.random.default_rng(0).standard_normal((2, units)).astype("float32"))
+    for name, words in (("batch", "target 0 has batch 3, the inputs 2"), ("count", "2 arrays for a model with 1")):
+        out = tmp_path / f"{name}.keras"
+        with pytest.raises(InputError) as exc:
+            convert(Options(src=src, output=out, fit_steps=1, targets=tmp_path / f"{name}.npz"), pool=pool)
+        assert words in exc.value.line() and exc.value.code == Exit.USAGE, exc.value.line()
+        assert not out.exists()
+    r = convert(Options(src=src, output=tmp_path / "good.keras", fit_steps=1, targets=tmp_path / "good.npz"),
+                pool=pool)
+    assert r["training"]["targets"].endswith("good.npz") and r["training"]["status"] == "parity", r["training"]

@@ -93,3 +93,10 @@ class Check:
     # the numeric verdict (outputs), or "mismatch" to override it (the float32 shadow), or None
     numeric: Callable[[dict[str, Any]], str | None] = lambda report: None
     retry_without_onednn: bool = False  # torch crashed in its backward pass: run its jobs again with oneDNN off
+    # the stage this run gives it, when it is not always `stage` (the training steps join the verification's round)
+    stage_for: Callable[[Run], int] | None = None
+    # the order the round admits the worker roles in, when its jobs decide it (the longest job first)
+    role_order: Callable[[Jobs], Jobs] | None = None
+
+    def stage_of(self, run: Run) -> int:
+        return self.stage if self.stage_for is None else self.stage_for(run)

@@ -51,6 +51,12 @@ def applies(run: Run) -> bool:
     return bool(run.options.grads)
 
 
+def stage_for(run: Run) -> int:
+    """With the training steps that carry it: their round (joined to the verification's when they are), else its
+    own round after the outputs (it needs them for its targets)."""
+    return training.stage_for(run) if training.carries_gradients(run) else 3
+
+
 def _tolerance(run: Run) -> dict[str, Any]:
     o = run.options
     return {"rt": GRAD_RTOL if o.grad_rtol is None else o.grad_rtol, "at": GRAD_ATOL if o.grad_atol is None
@@ -250,6 +256,7 @@ def console(report: dict[str, Any]) -> list[str]:
             for b, v in (report.get("gradients") or {}).get("backends", {}).items()]
 
 
-CHECK = Check(key="gradients", title="Gradients", stage=3, applies=applies, jobs=jobs, prepare=prepare,
+CHECK = Check(key="gradients", title="Gradients", stage=3, stage_for=stage_for, applies=applies, jobs=jobs,
+              prepare=prepare,
               collect=collect, markdown=markdown, console=console, outcome=outcome, after_parity=True,
               retry_without_onednn=True)

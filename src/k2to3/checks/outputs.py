@@ -5,6 +5,7 @@ compared; on a mismatch, the float32 noise floor (noise.py) and the first diverg
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from typing import Any
 
@@ -30,14 +31,21 @@ def jobs(run: Run) -> Jobs:
         return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
                                 layers=False, modules=run.modules, hold=hold)
 
+    # the training steps joined to this round take their targets' shapes from the golden (training.Targets)
+    written = run.state["golden_written"] = threading.Event()
+
     def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
         golden, gerr = None, None
-        if run.given is None and run.reference_h5 is not None and run.pool.golden:
-            try:
-                golden = w.call(golden_op, h5=str(run.reference_h5), inputs=run.npz("inputs"),
-                                out=run.npz("golden"), layers=False, loss=run.options.loss, **run.golden_args)
-            except WorkerError as exc:
-                gerr = exc
+        try:
+            if run.given is None and run.reference_h5 is not None and run.pool.golden:
+                try:
+                    golden = w.call(golden_op, h5=str(run.reference_h5), inputs=run.npz("inputs"),
+                                    out=run.npz("golden"), layers=False, loss=run.options.loss, **run.golden_args)
+                except WorkerError as exc:
+                    gerr = exc
+        finally:
+            run.state["golden_ok"] = golden is not None
+            written.set()
         return golden, gerr
 
     tf = [*([tf_side] if run.given is None else []),

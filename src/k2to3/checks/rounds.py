@@ -20,6 +20,9 @@ def one_round(run: Run, queued: list[tuple[Check, Jobs]], release_finished: bool
     for _, jobs in queued:
         for role, js in jobs.items():
             merged.setdefault(role, []).extend(js)
+    order = next((c.role_order for c, _ in queued if c.role_order is not None), None)
+    if order is not None:
+        merged = order(merged)
     done: Done = {}
     if merged:  # the pool admits roles in the order they first appear
         done = run.pool.run(merged, run.weight_bytes, release_finished=release_finished)

@@ -18,12 +18,14 @@ RELEASE_MIN_BYTES = 32 * 2**20
 
 def run_checks(run: Run, stages: Iterable[int]) -> None:
     for stage in stages:
-        queued = [(c, c.jobs(run)) for c in CHECKS if c.stage == stage and c.applies(run)]
+        queued = [(c, c.jobs(run)) for c in CHECKS if c.stage_of(run) == stage and c.applies(run)]
         if not queued:
             continue
-        # after the outputs, nothing needs a worker unless a later check does
-        later = any(c.applies(run) for c in CHECKS if stage < c.stage < SAVED_STAGE)
-        release = stage == OUTPUTS_STAGE and not later and run.weight_bytes >= RELEASE_MIN_BYTES
+        # after the outputs, nothing needs a worker unless a later check does, or a check of this round whose collect
+        # runs rounds of its own (the training steps joined to it: their noise probe)
+        later = any(c.applies(run) for c in CHECKS if stage < c.stage_of(run) < SAVED_STAGE)
+        alone = all(c.key == "backends" for c, _ in queued)
+        release = stage == OUTPUTS_STAGE and alone and not later and run.weight_bytes >= RELEASE_MIN_BYTES
         done = one_round(run, queued, release_finished=release)
         for check, _ in queued:
             check.prepare(run, done)

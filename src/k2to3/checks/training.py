@@ -33,7 +33,8 @@ from k2to3.workers.pool import reply_or_error
 FIT_RTOL, FIT_ATOL = 1e-4, 1e-5
 
 
-def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
+def read_targets(path: Path, batch: int) -> list[np.ndarray]:
+    """The --targets arrays (y0, y1, ...), each of the inputs' batch: checked before any step runs."""
     try:
         with np.load(path) as z:
             keys = sorted(z.files, key=lambda k: (len(k), k))
@@ -41,13 +42,18 @@ def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
     except (OSError, ValueError) as exc:
         raise InputError(f"--targets {path}: cannot read ({exc})", hint="pass an .npz with arrays y0, y1, ...") \
             from None
+    for i, y in enumerate(ys):
+        if not y.shape or y.shape[0] != batch:
+            raise InputError(f"--targets {path}: target {i} has batch {y.shape[0] if y.shape else 'none'}, the "
+                             f"inputs {batch}", hint="targets must match the --input batch (or the seeded batch of 2)")
+    return ys
+
+
+def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
+    ys = read_targets(path, outputs[0].shape[0] if outputs else 0)
     if len(ys) != len(outputs):
         raise InputError(f"--targets {path}: {len(ys)} arrays for a model with {len(outputs)} outputs",
                          hint="one target array per model output, named y0, y1, ...")
-    for i, (y, o) in enumerate(zip(ys, outputs)):
-        if y.shape[0] != o.shape[0]:
-            raise InputError(f"--targets {path}: target {i} has batch {y.shape[0]}, the inputs {o.shape[0]}",
-                             hint="targets must match the --input batch (or the seeded batch of 2)")
     return ys
 
 
@@ -83,6 +89,70 @@ def compile_losses(run: Run) -> list[Any]:
         list(loss) if isinstance(loss, list) else [loss]
 
 
+def fused(run: Run) -> bool:
+    """Do the training steps join the verification's pool round (stage 1)? Each worker then trains right after it
+    verifies, on the model it holds, instead of waiting for every other backend's verification (a cold jax compile
+    of the backward pass starts seconds earlier). When the models are held (trainingnoise.hold_models). Decided
+    once per run: the stage of a check must not change between the rounds."""
+    if "fused" not in run.state:
+        run.state["fused"] = trainingnoise.hold_models(run)
+    return bool(run.state["fused"])
+
+
+def stage_for(run: Run) -> int:
+    return 1 if fused(run) else 3  # 1: the outputs check's stage (registry.OUTPUTS_STAGE)
+
+
+def expects_tf_keras(run: Run) -> bool:
+    """Is tf_keras the reference? Known once the outputs check has its golden; before (the steps joined to its
+    round), what the run asks for: tf_keras loads the file unless a golden file is the reference."""
+    if "reference" in run.report:
+        return run.tf_keras_reference
+    return run.given is None and run.reference_h5 is not None and run.pool.golden
+
+
+class Targets:
+    """The batch's targets (`--targets`, or seeded ones shaped like the model's outputs), written once, by the first
+    training job that runs. Joined to the verification's round, the steps may start before the parent has read the
+    outputs: the shapes come from the Keras 2 golden (waited for: it is the tensorflow worker's first job), a golden
+    file's, or else the backend's own outputs (its verify came first on its worker). A bad --targets file is raised
+    again by collect()."""
+
+    def __init__(self, run: Run):
+        self.run, self.path = run, run.npz("fit-targets")
+        self._lock = threading.Lock()
+        self._done = False
+        self.error: InputError | None = None
+
+    def ensure(self, backend: str) -> str:
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            if not self._done:
+                run, opts = self.run, self.run.options
+                outputs = self._outputs(backend)
+                try:
+                    ys = load_targets(opts.targets, outputs) if opts.targets else \
+                        make_targets(compile_losses(run), outputs)
+                except InputError as exc:
+                    self.error = exc
+                    raise
+                np.savez(self.path, **{f"y{i}": y for i, y in enumerate(ys)})
+                self._done = True
+        return self.path
+
+    def _outputs(self, backend: str) -> list[np.ndarray]:
+        run = self.run
+        if run.outputs is not None or run.given is not None:
+            return run.outputs if run.outputs is not None else run.given  # type: ignore[return-value]
+        written = run.state.get("golden_written")
+        if written is not None:
+            written.wait()
+            if run.state.get("golden_ok"):
+                return run.load("golden")
+        return run.load(f"out-{backend}")
+
+
 def carries_gradients(run: Run) -> bool:
     """Can the training steps stand in for the gradient check (checks/gradients.py)? Same mode (training), a file
     compiled with an optimizer, a Keras 2 reference that trains from the file itself (not rebuilt from --src), and
@@ -91,7 +161,7 @@ def carries_gradients(run: Run) -> bool:
     optimizer = (run.training_config or {}).get("optimizer_config")
     return bool(opts.grads and opts.fit_steps and opts.grads_training and optimizer
                 and not reference_compiles(optimizer)  # a compiled step cannot hand its gradients over
-                and run.tf_keras_reference
+                and expects_tf_keras(run)
                 and not ({"golden_config", "build_fn"} & set(run.golden_args))
                 and not (set(run.report.get("dtype_policies") or ()) & REDUCED))
 
@@ -105,12 +175,15 @@ def jobs(run: Run) -> Jobs:
     allows. When the steps carry the gradient check, every side also saves its first step's gradients, and tf_keras
     takes the sensitivity probe (the step on nudged inputs) while it holds the model."""
     opts, steps, step_grads = run.options, run.options.fit_steps, carries_gradients(run)
-    assert run.outputs is not None
-    ys = load_targets(opts.targets, run.outputs) if opts.targets else make_targets(compile_losses(run), run.outputs)
-    np.savez(run.npz("fit-targets"), **{f"y{i}": y for i, y in enumerate(ys)})
-    common = {"inputs": run.npz("inputs"), "targets": run.npz("fit-targets"), "steps": steps, "loss": opts.loss}
+    targets = Targets(run)
+    if run.outputs is not None or run.given is not None:
+        targets.ensure("tensorflow")  # a bad --targets file stops the run here, before any step
+    elif opts.targets:  # joined to the verification: what can be checked before the outputs exist, now
+        with np.load(run.npz("inputs")) as z:
+            read_targets(opts.targets, int(z[z.files[0]].shape[0]))
+    common = {"inputs": run.npz("inputs"), "targets": targets.path, "steps": steps, "loss": opts.loss}
     # a mismatch's noise probe runs the same steps, on the reference held in its worker (trainingnoise.py)
-    run.state["training"] = {"common": common, "held": trainingnoise.hold_models(run)}
+    run.state["training"] = {"common": common, "held": trainingnoise.hold_models(run), "targets": targets}
     rtol, atol = REDUCED_FIT_TOLERANCE if set(run.report.get("dtype_policies") or ()) & REDUCED \
         else (FIT_RTOL, FIT_ATOL)
     run.report["training"] = {"steps": steps, "rtol": rtol, "atol": atol,
@@ -124,12 +197,14 @@ def jobs(run: Run) -> Jobs:
 
     def golden(w: Any) -> Any:
         with early.reference() as got:
+            targets.ensure("tensorflow")
             got.append(w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.npz("fit-ref"), **common,
                               **run.golden_args, **probe, hold=run.state["training"]["held"]))
         return got[0]
 
     def k3(b: str) -> Any:
         def job(w: Any) -> Any:
+            targets.ensure(b)
             reply = w.call("fit", keras=str(run.keras), weights_out=run.npz(f"fit-{b}"),
                            state_out=run.npz(f"state-{b}"), modules=run.modules, **common,
                            **({"grads_out": run.npz(f"grads-{b}")} if step_grads else {}))
@@ -238,6 +313,8 @@ def collect(run: Run, done: dict[str, Done]) -> None:
 
 
 def _collect(run: Run, done: dict[str, Done], early: EarlyCompare) -> None:
+    if run.state["training"]["targets"].error is not None:  # --targets did not fit the outputs: the user's to fix
+        raise run.state["training"]["targets"].error
     mine, report = done["training"], run.report
     section = report["training"]
     ref = reply_or_error(mine["tensorflow"][0])
@@ -382,5 +459,6 @@ def console(report: dict[str, Any]) -> list[str]:
         for b, v in t["backends"].items()]
 
 
-CHECK = Check(key="training", title="Training steps", stage=3, applies=applies, jobs=jobs, collect=collect,
+CHECK = Check(key="training", title="Training steps", stage=3, stage_for=stage_for, role_order=longest_first,
+              applies=applies, jobs=jobs, collect=collect,
               markdown=markdown, console=console, outcome=outcome, retry_without_onednn=True)
