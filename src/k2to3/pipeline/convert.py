@@ -166,7 +166,11 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
             elif inp.needs_bridge:
                 inp = bridge(inp, sources, opts.output, work, get_pool, progress)
             _choose_build(inp, sources, opts, work, get_pool, progress)
+            decompiled: list[Any] = []
+            if opts.trust_bytecode and not sources.files:
+                sources, decompiled = _decompiled_sources(inp, work, progress) or (sources, [])
             prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
+            prepared.plan.findings.extend(f for f in decompiled if f.severity != "info")  # why one was not
             plan, resolution = prepared.plan, prepared.resolution
             report = report_mod.base(opts.src, inp, plan)
             report["source"] = sources_mod.report_section(sources, resolution, opts.output)
@@ -195,6 +199,22 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
             if tmp.exists():
                 tmp.unlink()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _decompiled_sources(inp: Input, work: Path, progress: Progress) -> tuple[sources_mod.Sources, list[Any]] | None:
+    """--trust-bytecode without --src: Lambdas whose bytecode another Python wrote are decompiled (read as data,
+    never unmarshalled or run here) into a Keras 2 module in the job directory, then read as if passed with --src."""
+    from k2to3.upgrade.bytecode import DECOMPILED_PREFIX, decompiled_module
+
+    if inp.artifact is None or not inp.artifact.model_config:
+        return None
+    text, findings = decompiled_module(inp.artifact.model_config, inp.path.name)
+    if text is None:
+        return (sources_mod.Sources([], None, None), findings) if findings else None
+    path = work / f"{DECOMPILED_PREFIX}{inp.path.stem if inp.path.stem.isidentifier() else 'model'}.py"
+    path.write_text(text)
+    progress(f"decompiled {len(findings)} Lambda function(s) from the file's bytecode (--trust-bytecode)")
+    return sources_mod.read_sources((str(path),)), findings
 
 
 def _weights_only_ok(opts: ConvertOptions, sources: sources_mod.Sources) -> bool:

@@ -27,6 +27,7 @@ from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
 from k2to3.source.lint import lint_source
 from k2to3.source.resolution import Resolution
 from k2to3.source.tfkeras_module import ToTfKeras
+from k2to3.upgrade.decompile import DECOMPILED_PREFIX
 from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
 from k2to3.version import __version__
 
@@ -301,11 +302,14 @@ class Resolver:
             params += (", " if params else "") + ("" if lam.args.vararg or lam.args.kwonlyargs else "*, ") \
                 + ", ".join(site.frees)
         body = ast.get_source_segment(self.index.texts[site.path], lam.body) or ast.unparse(lam.body)
-        return f"def {fname}({params}):  # {site.where}: {site.func_code.splitlines()[0][:80]}\n" \
+        where = "decompiled from the file's bytecode (--trust-bytecode)" \
+            if site.path.name.startswith(DECOMPILED_PREFIX) else site.where
+        return f"def {fname}({params}):  # {where}: {site.func_code.splitlines()[0][:80]}\n" \
                f"    return ({body})\n"
 
     def generate(self, defs: list[Definition]) -> None:
-        srcs = ", ".join(str(p) for p in self.index.paths)
+        srcs = ", ".join("the file's Lambda bytecode (decompiled, --trust-bytecode)" if p.name.startswith(
+            DECOMPILED_PREFIX) else str(p) for p in self.index.paths)
         imports = [d for d in defs if d.kind == "import"]
         body = [d for d in defs if d.kind != "import"]
         hoisted = [self.hoisted_code(n, s) for n, s in self.hoisted.values()]

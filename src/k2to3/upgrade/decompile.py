@@ -18,6 +18,7 @@ from typing import Any
 
 from k2to3.upgrade import opcodes
 
+DECOMPILED_PREFIX = "_k2to3_decompiled_"  # the generated module's file name: its objects came from bytecode
 MAX_PAYLOAD = 1 << 20  # a Lambda's code object is a few hundred bytes; 1 MiB is generous
 MAX_DEPTH = 32
 MAX_OBJECTS = 100_000
