@@ -448,3 +448,30 @@ def test_renamed_class_converts_with_parity(pool, tmp_path):
     got = _run_saved(out, tmp_path, "torch", inputs)
     for g, e in zip(got, live):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+
+
+# -- --trust-bytecode without --src: Lambdas of another Python, decompiled -------------------------------------
+@pytest.mark.slow
+def test_corpus_carnd_converts_from_its_decompiled_bytecode(corpus, pool, tmp_path):
+    """CarND's Lambda is CPython 3.5 bytecode: with --trust-bytecode (no --src) it is read as data, decompiled to
+    `lambda x: x / 127.5 - 1.0`, matched and hoisted like a --src Lambda, and tf_keras runs that decompiled Keras 2
+    source for the reference: parity on every backend. Without the flag it stops with K2T901 as before."""
+    rel = "carnd_1560800/model.h5"
+    with pytest.raises(NotPortableReport) as exc:
+        convert(Options(src=corpus / rel, output=tmp_path / "plain.keras"), pool=pool)
+    assert "K2T901" in str(exc.value) and not (tmp_path / "plain.keras").exists()
+    assert not any("decompiled" in f["message"] for f in exc.value.report["findings"])
+    report = convert(Options(src=corpus / rel, output=tmp_path / "carnd.keras", trust_bytecode=True), pool=pool)
+    record("trust-bytecode:carnd", report)
+    _check(report, "the --src definitions as written")
+    assert set(report["backends"]) == {"tensorflow", "torch", "jax"}
+    info = [f["message"] for f in report["findings"] if "decompiled" in f["message"]]
+    assert any("(CPython 3.5, function '<lambda>' from run5.py:72): lambda x: x / 127.5 - 1.0" in m for m in info)
+    assert any(m.startswith("Lambda rebuilt from the source (decompiled from the file's bytecode") for m in info)
+    lambdas = [o for o in report["source"]["objects"] if o["kind"] == "lambda function"]
+    assert [o["source"] for o in lambdas] == ["decompiled from the file's bytecode (--trust-bytecode)"]
+    figures = {b: report["backends"][b]["outputs"][0]["max_abs"] for b in report["backends"]}
+    print("carnd max abs from decompiled bytecode:", figures)
+    module = (tmp_path / "carnd_k3.py").read_text()
+    assert "def lambda_1_fn(x):  # decompiled from the file's bytecode (--trust-bytecode): lambda x: x / 127.5 " \
+           "- 1.0\n    return (x / 127.5 - 1.0)" in module

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 import libcst as cst
@@ -177,7 +178,7 @@ class Resolver:
         return self.hoisted[key][0], bound
 
     def export(self, name: str, kind: str, where: str, layer: str | None) -> None:
-        rec = self.exports.setdefault(name, {"name": name, "kind": kind, "source": where, "layers": []})
+        rec = self.exports.setdefault(name, {"name": name, "kind": kind, "source": _label(where), "layers": []})
         if layer and layer not in rec["layers"]:
             rec["layers"].append(layer)
 
@@ -246,7 +247,7 @@ class Resolver:
             fname, bound = got
             if need.kind == "lambda":
                 self.res.lambdas[need.layer] = {"function": fname, "arguments": {**need.arguments, **bound},
-                                                "source": site.where,
+                                                "source": _label(site.where),
                                                 "matched_by": self.how.get(need.layer)}  # type: ignore[index]
             elif bound:
                 self.error(rules_mod.builtin_code("activation_lambda"),
@@ -302,8 +303,7 @@ class Resolver:
             params += (", " if params else "") + ("" if lam.args.vararg or lam.args.kwonlyargs else "*, ") \
                 + ", ".join(site.frees)
         body = ast.get_source_segment(self.index.texts[site.path], lam.body) or ast.unparse(lam.body)
-        where = "decompiled from the file's bytecode (--trust-bytecode)" \
-            if site.path.name.startswith(DECOMPILED_PREFIX) else site.where
+        where = _label(site.where)
         return f"def {fname}({params}):  # {where}: {site.func_code.splitlines()[0][:80]}\n" \
                f"    return ({body})\n"
 
@@ -423,6 +423,14 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
         return res
     return Resolver(index, module).resolve(collect_needs(model_config, training_config), build_fn,
                                            layer_names - {None}, weights_only=model_config is None)
+
+
+def _label(where: str) -> str:
+    """Where a definition came from: its file:line, or the file's own bytecode when k2to3 decompiled it."""
+    return DECOMPILED_LABEL if Path(where.rsplit(":", 1)[0]).name.startswith(DECOMPILED_PREFIX) else where
+
+
+DECOMPILED_LABEL = "decompiled from the file's bytecode (--trust-bytecode)"
 
 
 def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
