@@ -81,7 +81,8 @@ class CheckOptions:
         "file's weights]", group=SOURCE, commands=("convert",))
     trust_bytecode: bool = option(
         False, "Allow unmarshalling the file's Lambda bytecode: to show what it references and, if this Python wrote "
-        "it, to compute the Keras 2 reference from it. Only for files you trust.", group=SOURCE,
+        "it, to compute the Keras 2 reference from it; bytecode of CPython 3.5-3.10 is read as data and simple "
+        "Lambdas are decompiled and converted as if passed with --src. Only for files you trust.", group=SOURCE,
         commands=("convert",), store=True)
     grads: bool = option(False, {"convert": GRADS_HELP, "verify": GRADS_HELP + " With --reference."},
                          group=TRAINING)
