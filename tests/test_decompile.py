@@ -175,3 +175,15 @@ def test_hostile_payloads_are_refused_cleanly():
 def test_other_versions_layout_is_refused():
     with pytest.raises(Refused, match=r"neither the 3\.5-3\.7 nor the 3\.8-3\.10 field layout"):
         read_code(b64(b"\xe3" + b"\0" * 40))
+
+
+@pytest.mark.parametrize("minor", range(5, 11))
+def test_opcode_tables_agree_with_xdis(minor):
+    """upgrade/opcodes.py against xdis's tables of the same CPython version (an independent transcription of each
+    release's Lib/opcode.py): every number names the same instruction, none missing, none extra."""
+    import importlib
+
+    from k2to3.upgrade.opcodes import TABLES
+
+    mod = importlib.import_module(f"xdis.opcodes.opcode_3x.opcode_3{minor}")
+    assert TABLES[(3, minor)] == {num: name for name, num in mod.opmap.items()}

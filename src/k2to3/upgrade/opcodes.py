@@ -1,9 +1,9 @@
 """Opcode numbers of CPython 3.5-3.10, as reviewed data for the bytecode decompiler (upgrade/decompile.py).
 
-Provenance: transcribed from CPython's `Lib/opcode.py` (the `def_op`/`name_op`/`jrel_op`/`jabs_op` lines) of the
-3.8 branch, and the per-version differences from the same file's history (the opcodes each release added or
-removed; the "Changed in version" notes of the `dis` module docs say the same). Only numbers are recorded here,
-never code. `BASE` is 3.8's table; `ADDED`/`REMOVED` give each other version relative to it.
+Provenance: CPython's `Lib/opcode.py` (the `def_op`/`name_op`/`jrel_op`/`jabs_op` lines): 3.8's table, and each other
+version as the opcodes its release added, removed or renumbered relative to 3.8. Every version's table is checked
+against the independent tables of xdis (`xdis.opcodes.opcode_3x.opcode_35` ... `opcode_310`, themselves taken from
+CPython) by tests/test_decompile.py. Only numbers are recorded here, never code. `BASE` is 3.8's table.
 
 Semantics that change with the version (not numbers) live in the decompiler: 3.5 writes variable-length
 instructions (an argument of two bytes from opcode 90 up) and `CALL_FUNCTION` with `npos | nkw << 8` and
@@ -51,7 +51,7 @@ _GONE_39 = (53, 81, 82, 88, 149, 150, 151, 152, 153, 158, 162, 163)
 _NEW_39 = {48: "RERAISE", 49: "WITH_EXCEPT_START", 74: "LOAD_ASSERTION_ERROR", 82: "LIST_TO_TUPLE",
            117: "IS_OP", 118: "CONTAINS_OP", 121: "JUMP_IF_NOT_EXC_MATCH", 162: "LIST_EXTEND", 163: "SET_UPDATE",
            164: "DICT_MERGE", 165: "DICT_UPDATE"}
-_NEW_310 = {30: "GET_LEN", 31: "MATCH_MAPPING", 32: "MATCH_SEQUENCE", 33: "MATCH_KEYS",
+_NEW_310 = {119: "RERAISE", 30: "GET_LEN", 31: "MATCH_MAPPING", 32: "MATCH_SEQUENCE", 33: "MATCH_KEYS",
             34: "COPY_DICT_WITHOUT_KEYS", 99: "ROT_N", 129: "GEN_START", 152: "MATCH_CLASS"}
 # 3.5: 134 MAKE_CLOSURE, 140 CALL_FUNCTION_VAR, 142 CALL_FUNCTION_VAR_KW (3.6 replaced them); 3.6: 127
 # STORE_ANNOTATION (removed in 3.7); 3.7: LOAD_METHOD/CALL_METHOD.
@@ -77,6 +77,7 @@ def _table(version: tuple[int, int]) -> dict[int, str]:
             t.pop(op, None)
         t.update(_NEW_39)
     if version >= (3, 10):
+        t.pop(48)  # RERAISE took an argument in 3.10: 119
         t.update(_NEW_310)
     return t
 
