@@ -137,7 +137,7 @@ def _api_words(exc: Any, cls: type) -> Any:
                     text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", f"{f.name}=True", text)
                     continue
                 wrap = "[{!r}]" if f.metadata["cli"] == "list" else "{!r}"
-                text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?:([ =])([^\s);]+?)(?=:?(?:[\s);]|$)))?(?![\w-])",
+                text = re.sub(rf"(?<![\w-]){re.escape(flag)}(?:([ =])([^\s);]+?)(?=[,.]?:?(?:[\s);]|$)))?(?![\w-])",
                               lambda m, n=f.name, w=wrap: value(n, w, m.group(1), m.group(2)), text)
         return text
 

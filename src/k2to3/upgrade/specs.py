@@ -109,7 +109,9 @@ def lambda_spec(up: UpgradeState, spec: dict[str, Any], raw_cfg: dict[str, Any])
         return spec  # the --src resolution already said why this Lambda is not rebuilt
     up.note(up.code("lambda"), "error",
             f"Lambda layer stores its function as {'bytecode' if ftype == 'lambda' else 'a name'};"
-            " k2to3 never runs bytecode from a file", orig, "pass the model source with --src model.py")
+            " k2to3 never runs bytecode from a file", orig, "pass the model source with --src model.py" + (
+                ", or --trust-bytecode for a file you trust: a simple Lambda is then decompiled, never run"
+                if ftype == "lambda" else ""))
     return spec
 
 
