@@ -126,7 +126,7 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
     if golden:
         assert ref is not None
         got = {"error": ref["error"]} if "error" in ref else {"loss": ref["loss"],
-                                                               "from": report["reference"].get("from")}
+                                                               "from": run.reference_origin}
         section["reference"] = {"kind": "keras2-tf_keras", **got}
     if not golden or "error" in ref:
         kind = "tensorflow" if "error" not in replies.get("tensorflow", {"error": 1}) else None

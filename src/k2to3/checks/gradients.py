@@ -110,7 +110,9 @@ def _step_context(run: Run, t0: float) -> dict[str, Any]:
     """build_section's context for the gradients a training step computed (workers/stepgrads.py): the compiled
     loss of the fit steps on the fit steps' batch."""
     o, losses = run.options, training.compile_losses(run)
-    return {"t0": t0, "verify": run.backends, "golden": run.tf_keras_reference,
+    # expected, not yet read from the report: prepare() runs before the outputs check's collect records the
+    # reference, and a step that gave tf_keras's gradients had tf_keras load the file
+    return {"t0": t0, "verify": run.backends, "golden": training.expects_tf_keras(run),
             "losses": [o.loss] * len(losses) if o.loss else losses,
             "source": "--loss, as the training step minimises it" if o.loss else
             "the training step's compiled loss (training_config; loss weights and regularisation losses included)",
