@@ -92,12 +92,16 @@ def test_the_first_round_taken_with_the_steps_is_the_probe_after_them(pool, conv
 
     _, r = converted
     assert r["training"]["noise_probe"]["first_round_with_steps"] == (pool.max_parallel > 1)
+    # with a core for each side, tf_keras's golden, steps and probe ran on the reference worker (reference_lane.py)
+    roles = {e["role"] for e in r["memory"]["schedule"]}
+    assert ("reference" in roles) == ("reference" in r["memory"]["workers"]) == (pool.max_parallel > 1), roles
     cores = pool.cores
     pool.cores = 1 if cores > 1 else 2  # the scheduler's assumption (as K2TO3_CORES): the other path
     try:
         again = convert(ConvertOptions(src=CONV_BN, output=tmp_path / "m.keras", fit_steps=2), pool=pool)
     finally:
         pool.cores = cores
+    assert "reference" not in {e["role"] for e in again["memory"]["schedule"]} or pool.max_parallel == 1
     a, b = r["training"], again["training"]
     assert b["noise_probe"]["first_round_with_steps"] != a["noise_probe"]["first_round_with_steps"]
     assert a["noise_probe"]["losses"] == b["noise_probe"]["losses"] and a["status"] == b["status"] == WITHIN

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import training
+from k2to3.checks import reference_lane, training
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.gradcompare import add_sensitivity, build_section
@@ -82,6 +82,7 @@ def standalone_jobs(run: Run) -> Jobs:
         return lambda w: w.call("grads", keras=str(run.keras), out=run.npz(f"grads-{b}"), modules=run.modules,
                                 **common)
 
+    @reference_lane.on_reference
     def k2(w: Any) -> Any:
         return w.call("golden_grads", h5=str(run.reference_h5), out=run.npz("grads-golden"), **common,
                       **run.golden_args)
@@ -196,7 +197,8 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
 
     if "nudged_grads" not in ref:  # not taken with the steps (a large non-trainable state): its own job now
         run.progress("--grads: the gradients differ; probing tf_keras's own sensitivity to a 1e-6 input change")
-        got = reply_or_error(run.pool.run({"tensorflow": [nudged]}, run.weight_bytes)["tensorflow"][0])
+        where = reference_lane.role(run)
+        got = reply_or_error(run.pool.run({where: [nudged]}, run.weight_bytes)[where][0])
         if "grads" not in got:
             return
     n = len(ref["grads"]["names"])

@@ -11,33 +11,26 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import divergence, noise, trainingnoise
-from k2to3.checks.base import Check, Done, Jobs, Run
+from k2to3.checks import divergence, noise, reference_lane, trainingnoise
+from k2to3.checks.base import Check, Done, Jobs, Run, WorkerJob
 from k2to3.checks.format import fmt
 from k2to3.core.compare import compare_outputs
 from k2to3.errors import Exit, K2to3Error
 from k2to3.workers.pool import WorkerError
 
 
-def jobs(run: Run) -> Jobs:
-    """One process per backend: the tensorflow worker computes the tf_keras golden and then verifies; torch and jax
-    verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another. With
-    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models): the tf_keras
-    golden is then computed by the reference those steps train (op golden_reference), for a plain file."""
-    hold = trainingnoise.hold_models(run)
-    golden_op = "golden_reference" if hold and not run.golden_args else "golden"
-
-    def verify_on(b: str) -> Any:
-        return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
-                                layers=False, modules=run.modules, hold=hold)
-
+def _golden_job(run: Run) -> WorkerJob:
+    """The tf_keras golden (the tensorflow worker's first job, or the reference worker's: reference_lane.py). With
+    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models): the golden is
+    then computed by the reference those steps train (op golden_reference), for a plain file."""
+    golden_op = "golden_reference" if trainingnoise.hold_models(run) and not run.golden_args else "golden"
     # the training steps joined to this round take their targets' shapes from the golden (training.Targets)
     written = run.state["golden_written"] = threading.Event()
 
     def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
         golden, gerr = None, None
         try:
-            if run.given is None and run.reference_h5 is not None and run.pool.golden:
+            if _computes_golden(run):
                 try:
                     golden = w.call(golden_op, h5=str(run.reference_h5), inputs=run.npz("inputs"),
                                     out=run.npz("golden"), layers=False, loss=run.options.loss, **run.golden_args)
@@ -48,7 +41,32 @@ def jobs(run: Run) -> Jobs:
             written.set()
         return golden, gerr
 
-    tf = [*([tf_side] if run.given is None else []),
+    return reference_lane.on_reference(tf_side)
+
+
+def _computes_golden(run: Run) -> bool:
+    return run.given is None and run.reference_h5 is not None and run.pool.golden
+
+
+def start_reference(run: Run) -> None:
+    """Before the build: a run with a reference worker starts the golden there now, beside the build (a plain file:
+    it needs the file and the inputs only); jobs() queues the job that hands its result over."""
+    if _computes_golden(run) and not run.golden_args and reference_lane.split(run):
+        run.state["early_golden"] = reference_lane.start_early(run, _golden_job(run))
+
+
+def jobs(run: Run) -> Jobs:
+    """One process per backend: the tensorflow worker computes the tf_keras golden and then verifies; torch and jax
+    verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another. With
+    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models)."""
+    hold = trainingnoise.hold_models(run)
+
+    def verify_on(b: str) -> Any:
+        return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
+                                layers=False, modules=run.modules, hold=hold)
+
+    early = run.state.pop("early_golden", None)
+    tf = [*([early or _golden_job(run)] if run.given is None else []),
           *([verify_on("tensorflow")] if "tensorflow" in run.backends else [])]
     # no tensorflow job when a golden file gives the reference and no verify runs there (torch alone): the worker
     # and its TensorFlow import are not started for nothing

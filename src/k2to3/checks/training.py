@@ -17,6 +17,7 @@ import numpy as np
 from k2to3.checks import trainingnoise
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
+from k2to3.checks.reference_lane import on_reference
 from k2to3.checks.rounds import longest_first
 from k2to3.core.compare import compare_arrays, single_threaded_blas
 from k2to3.core.h5safe import open_checked, read_dataset
@@ -195,6 +196,7 @@ def jobs(run: Run) -> Jobs:
 
     early = run.state["training"]["early"] = EarlyCompare(run)
 
+    @on_reference
     def golden(w: Any) -> Any:
         with early.reference() as got:
             targets.ensure("tensorflow")

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from k2to3.checks import outputs as outputs_check
 from k2to3.checks.base import Progress, Run
 from k2to3.checks.export import EXPORTER_BACKEND, default_path, target
 from k2to3.checks.export import check_target as check_export_target
@@ -269,6 +270,7 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     # One process per backend. The tensorflow worker builds first (torch and jax wait for the file).
     run.progress("starting workers: " + ", ".join(run.pool.roles()) + " (imports: seconds)")
     run.pool.start(run.weight_bytes)
+    outputs_check.start_reference(run)  # with --fit-steps: tf_keras's golden beside the build, on a worker of its own
     try:
         build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),
                                                 out=str(run.keras), modules=run.modules, build_fn=build_fn,

@@ -22,17 +22,22 @@ from typing import Any
 from k2to3.workers import memory
 
 KINDS = ("tensorflow", "torch", "jax")
+# A second tensorflow process for the tf_keras side of a run that trains (checks/reference_lane.py): the Keras 2
+# reference, its training steps and their float32 noise probe, beside the Keras 3 tensorflow worker's build,
+# verification and steps. Never started unless a run asks for it.
+REFERENCE = "reference"
+BACKEND = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jax", REFERENCE: "tensorflow"}
 # Resident set of a warm idle worker (after its imports, no model), in MB, measured with TF 2.21, tf_keras 2.21,
 # torch 2.13 and jax on Linux x86-64; the pool replaces them with its own workers' figures once they have run.
-IDLE_MB = {"tensorflow": 700.0, "torch": 420.0, "jax": 330.0}
+IDLE_MB = {"tensorflow": 700.0, "torch": 420.0, "jax": 330.0, REFERENCE: 700.0}
 # What a job adds on top of that per byte of float32 weights (load buffer, variables, hashes), and at least
 # JOB_MIN_MB for activations and compiled programs; measured likewise (ResNet50, VGG16), then learned.
-JOB_FACTOR = {"tensorflow": 4.0, "torch": 3.0, "jax": 3.0}
+JOB_FACTOR = {"tensorflow": 4.0, "torch": 3.0, "jax": 3.0, REFERENCE: 4.0}
 JOB_MIN_MB = 150.0
 # Keep this share of MemAvailable for everything else on the machine when no --max-memory is given.
 DEFAULT_BUDGET_SHARE = 0.8
 # Compute threads of each role's worker: the tensorflow worker is the critical path (build, golden, verify).
-THREADS = {"tensorflow": 2, "torch": 1, "jax": 1}
+THREADS = {"tensorflow": 2, "torch": 1, "jax": 1, REFERENCE: 2}
 # Backends verify side by side while the budget allows and at most one per core. Measured on 2 cores, quiet
 # machine (bench/convert.py, ResNet50 against the naive recipe): one at a time 0.61x wall / 1.27x peak memory,
 # two side by side 0.47x / 1.78x, all three 0.39x / 1.86x; six warm conversions of small fixtures 7.2 s / 4.8 s /
@@ -98,12 +103,13 @@ class Worker:
     """A long-lived child process serving requests in order (one at a time)."""
 
     def __init__(self, kind: str, log_dir: Path, threads: int = 1, legacy: bool = False, nice: int = 0,
-                 stats: dict[str, float] | None = None):
-        self.kind = kind
+                 stats: dict[str, float] | None = None, role: str | None = None):
+        self.kind = kind  # the backend this process imports
+        self.role = role or kind  # the pool's name for it (the reference worker is a second tensorflow process)
         # Memory figures from the child's replies (MB): idle_rss after imports / after each job, peak_rss the
         # largest job peak. Shared with the pool, so they outlive a worker it shuts down.
         self.stats: dict[str, Any] = stats if stats is not None else {}
-        self.log_path = log_dir / f"worker-{kind}{'-legacy' if legacy else ''}-{id(self):x}.log"
+        self.log_path = log_dir / f"worker-{self.role}{'-legacy' if legacy else ''}-{id(self):x}.log"
         self._home = tempfile.mkdtemp(prefix=f"k2to3-keras-home-{kind}-")
         self._lock = threading.Lock()
         self._log = open(self.log_path, "wb")
@@ -130,7 +136,7 @@ class Worker:
         line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            raise WorkerError(self.kind, f"failed to start (exit code {self.proc.returncode})", self.tail())
+            raise WorkerError(self.role, f"failed to start (exit code {self.proc.returncode})", self.tail())
         self._ready = True
         self._note_memory(json.loads(line).get("memory", {}).get("rss_mb"), None)
 
@@ -146,14 +152,14 @@ class Worker:
         with self._lock:
             self._read_ready()
             if self.proc.poll() is not None:
-                raise WorkerError(self.kind, f"exited with code {self.proc.returncode}", self.tail())
+                raise WorkerError(self.role, f"exited with code {self.proc.returncode}", self.tail())
             assert self.proc.stdin and self.proc.stdout
             self.proc.stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
         if not line:
             self.proc.wait()
-            raise WorkerError(self.kind, f"crashed (exit code {self.proc.returncode})", self.tail())
+            raise WorkerError(self.role, f"crashed (exit code {self.proc.returncode})", self.tail())
         reply = json.loads(line)
         mem = reply.get("memory") or {}
         self._note_memory(mem.get("idle_rss_mb"), mem.get("peak_rss_mb"))
@@ -161,7 +167,7 @@ class Worker:
             by_op = self.stats.setdefault("peak_by_op_mb", {})
             by_op[op] = max(by_op.get(op, 0.0), mem["peak_rss_mb"])
         if not reply.get("ok"):
-            raise WorkerError(self.kind, reply.get("error", "unknown error"), reply.get("traceback", ""),
+            raise WorkerError(self.role, reply.get("error", "unknown error"), reply.get("traceback", ""),
                               reply.get("code"))
         return reply
 
@@ -354,9 +360,10 @@ class Pool:
             # torch and jax wait for the built file anyway: a lower priority lets the tensorflow
             # worker's imports and build finish first on a small machine.
             self.log_dir.mkdir(parents=True, exist_ok=True)  # a pool used again after close
-            w = Worker(role, self.log_dir, threads=THREADS[role],
-                       legacy=role == "tensorflow" and self.golden, nice=0 if role == "tensorflow" else 10,
-                       stats=self.stats.setdefault(role, {}))
+            w = Worker(BACKEND[role], self.log_dir, threads=THREADS[role],
+                       legacy=BACKEND[role] == "tensorflow" and self.golden,
+                       nice=0 if BACKEND[role] == "tensorflow" else 10, stats=self.stats.setdefault(role, {}),
+                       role=role)
             self.workers[role] = w
         return w
 
@@ -411,7 +418,7 @@ class Pool:
         with cond:
             while pending:
                 role = pending[0]
-                if running and len(running) >= self.max_parallel:
+                if running and role != REFERENCE and len(running - {REFERENCE}) >= self.max_parallel:
                     cond.wait()
                     continue
                 if running and not self.fits([role], weight_bytes, running):
@@ -434,7 +441,7 @@ class Pool:
                 t = threading.Thread(target=serve, args=(role, entry), daemon=True)
                 threads.append(t)
                 t.start()
-                if pending and len(running) >= self.max_parallel:
+                if pending and len(running - {REFERENCE}) >= self.max_parallel:
                     self.prestart(pending[0], weight_bytes, running)
         for t in threads:
             t.join()
@@ -443,7 +450,8 @@ class Pool:
     def memory_report(self, weight_bytes: int) -> dict[str, Any]:
         """report.json `memory`: the budget, what the scheduler estimated, and what the processes measured."""
         mb = memory.MB
-        roles = [r for r in self.roles() if r in self.stats]
+        ran_reference = any(e["role"] == REFERENCE for e in self.schedule)  # this run's, not a warm pool's last
+        roles = [r for r in [*self.roles(), *([REFERENCE] if ran_reference else [])] if r in self.stats]
         parallel = sum(self.job_bytes(r, weight_bytes) for r in roles) + memory.rss_bytes()
         return {
             "budget_mb": None if self.max_memory is None else round(self.max_memory / mb, 1),
