@@ -75,6 +75,69 @@ def test_compare_grads_figures_equal_a_direct_float64_computation():
     # NaN in both at one place: as the direct computation gives (the NaN norm is not > 0)
     assert rows[2]["rel_l2"] == float("inf") and np.isnan(rows[2]["cosine"]) and np.isnan(rows[2]["ref_max_abs"])
 
+def test_rows_compared_as_the_replies_came_are_the_rows_of_the_section(tmp_path):
+    """gradients.EarlyRows compares each backend's step gradients while the others still train; build_section
+    takes those rows as they are, with the reference arrays they used: the same section as comparing them all at
+    the end (timings aside)."""
+    from types import SimpleNamespace
+
+    from k2to3.checks.gradcompare import backend_row, build_section, load_grads
+
+    rng = np.random.default_rng(7)
+    names = ["k", "b"]
+    ref = [rng.standard_normal((30, 20)).astype(np.float32), rng.standard_normal(20).astype(np.float32)]
+    got = {"torch": [ref[0] + 1e-6, ref[1] * 1.01], "jax": [ref[0], -ref[1]]}
+
+    def npz(name):
+        return str(tmp_path / f"{name}.npz")
+
+    np.savez(npz("grads-golden"), **{f"g{i}": a for i, a in enumerate(ref)})
+    for b, arrays in got.items():
+        np.savez(npz(f"grads-{b}"), **{f"g{i}": a for i, a in enumerate(arrays)})
+    reply = {"names": names, "loss": 1.0, "grad_seconds": 0.1, "none": []}
+    replies = {b: dict(reply) for b in got}
+    ctx = {"t0": 0.0, "golden": True, "rt": 1e-4, "at": 1e-6, "losses": ["mse"], "source": "s", "training": True,
+           "tol_source": "default"}
+
+    def run():
+        return SimpleNamespace(report={}, reference_origin="the file", npz=npz, state={})
+
+    late = build_section(run(), replies, reply, ctx)
+    arrays = load_grads(npz("grads-golden"), 2)
+    rows = {"torch": backend_row(run(), "torch", replies["torch"], reply, arrays, 1e-4, 1e-6), "jax": None}
+    early = build_section(run(), replies, reply, ctx, {"rows": rows, "ref_arrays": arrays})
+    late.pop("seconds"), early.pop("seconds")
+    assert early == late and late["backends"]["jax"]["status"] == "mismatch"
+
+
+def test_block_by_block_figures_equal_the_whole_array_ones(monkeypatch):
+    """Large weights and gradients are compared a block at a time (core/compare.py CHUNK, bench/compare.py): the
+    same maxima, tolerance verdict and minimum tolerances as the whole-array path, the dot products to float64
+    rounding; a NaN anywhere takes the whole-array path. Blocks made small here, so that small arrays cross them."""
+    import k2to3.core.compare as C
+
+    rng = np.random.default_rng(5)
+    ref = rng.standard_normal(10_000).astype(np.float32)
+    ref[::97] = 0.0  # a zero reference where got differs: min_rtol is inf
+    cases = {"close": ref + rng.standard_normal(ref.size).astype(np.float32) * 1e-6,
+             "far": ref + rng.standard_normal(ref.size).astype(np.float32) * 1e-2,
+             "zero_differs": np.where(ref == 0, np.float32(1e-3), ref)}
+    nan_ref = ref.copy()
+    nan_ref[5] = np.nan
+    for name, got in [*cases.items(), ("nan", np.where(np.isnan(nan_ref), np.nan, ref + 1e-6).astype(np.float32))]:
+        r = nan_ref if name == "nan" else ref
+        whole_norms, block_norms = {}, {}
+        monkeypatch.setattr(C, "CHUNKED_MIN", 1 << 62)
+        whole = C.compare_arrays(got, r, 1e-4, 1e-6, output=False, norms=whole_norms)
+        monkeypatch.setattr(C, "CHUNKED_MIN", 1000)
+        monkeypatch.setattr(C, "CHUNK", 512)
+        blocks = C.compare_arrays(got, r, 1e-4, 1e-6, output=False, norms=block_norms)
+        assert blocks == whole, name
+        assert block_norms.keys() == whole_norms.keys(), name
+        for k, v in whole_norms.items():
+            assert block_norms[k] == pytest.approx(v, rel=1e-12), (name, k)
+
+
 @pytest.fixture(scope="module")
 def mobilenetv2():
     path = CACHE / "mobilenetv2.h5"

@@ -113,9 +113,23 @@ def _overall_numeric(section: dict[str, Any]) -> None:
         "within_reference_sensitivity" if "within_reference_sensitivity" in nums else "parity"
 
 
+def backend_row(run: Run, b: str, r: dict[str, Any], ref: dict[str, Any], ref_arrays: list[np.ndarray],
+                rt: float, at: float) -> dict[str, Any]:
+    """One backend's row of the section: its gradients (grads-{b}) against the reference's."""
+    if "error" in r:
+        return {"status": "error", "error": r["error"]}
+    row = compare_grads(r["names"], load_grads(run.npz(f"grads-{b}"), len(r["names"])), ref["names"], ref_arrays,
+                        rt, at, ref.get("sensitivity"))
+    row.update(loss=r["loss"], loss_abs_diff=abs(r["loss"] - ref["loss"]), seconds=round(r["grad_seconds"], 3),
+               unconnected=r.get("none", []))
+    return row
+
+
 def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, Any] | None,
-                  ctx: dict[str, Any]) -> dict[str, Any]:
-    """Fill report["gradients"] from each backend's reply and tf_keras's (None: no Keras 2 reference)."""
+                  ctx: dict[str, Any], early: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Fill report["gradients"] from each backend's reply and tf_keras's (None: no Keras 2 reference). `early`: the
+    rows already computed against tf_keras's gradients as the replies came (gradients.EarlyRows), with the
+    reference's arrays they were compared with (`ref_arrays`)."""
     report = run.report
     t0, golden, rt, at = ctx["t0"], ctx["golden"], ctx["rt"], ctx["at"]
     losses, source, training = ctx["losses"], ctx["source"], ctx["training"]
@@ -141,7 +155,10 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
         ref_path = run.npz(f"grads-{kind}")
     else:
         ref_path = run.npz("grads-golden")
-    ref_arrays = _load(ref_path, len(ref["names"]))
+    done = (early or {}).get("rows", {}) if ref_path == run.npz("grads-golden") else {}
+    ref_arrays = (early or {}).get("ref_arrays") if done else None
+    if ref_arrays is None:
+        ref_arrays = load_grads(ref_path, len(ref["names"]))
     if golden and ref_path == run.npz("grads-golden"):  # for a sensitivity probe after a mismatch: not read twice
         run.state.setdefault("gradients", {})["reference_arrays"] = ref_arrays
     section["derandomized"] = sorted(set(ref.get("derandomized", [])).union(
@@ -152,14 +169,7 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
         _sensitivity_summary(section, ref["names"], sens)
 
     def one(b: str) -> dict[str, Any]:
-        r = replies[b]
-        if "error" in r:
-            return {"status": "error", "error": r["error"]}
-        row = compare_grads(r["names"], _load(run.npz(f"grads-{b}"), len(r["names"])), ref["names"], ref_arrays,
-                            rt, at, ref.get("sensitivity"))
-        row.update(loss=r["loss"], loss_abs_diff=abs(r["loss"] - ref["loss"]), seconds=round(r["grad_seconds"], 3),
-                   unconnected=r.get("none", []))
-        return row
+        return done[b] if done.get(b) is not None else backend_row(run, b, replies[b], ref, ref_arrays, rt, at)
 
     backends = dict(zip(replies, per_backend(one, list(replies), ref_arrays)))
     section["backends"] = backends
@@ -171,6 +181,6 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
     return section
 
 
-def _load(path: str, n: int) -> list[np.ndarray]:
+def load_grads(path: str, n: int) -> list[np.ndarray]:
     with np.load(path) as z:
         return [z[f"g{i}"] for i in range(n)]

@@ -8,6 +8,7 @@ mismatch gets its figures. A side that ran no training step gets the standalone 
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from k2to3.checks import reference_lane, training
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
-from k2to3.checks.gradcompare import add_sensitivity, build_section
+from k2to3.checks.gradcompare import add_sensitivity, backend_row, build_section, load_grads
 from k2to3.checks.rounds import longest_first, one_round
 from k2to3.core.compare import rel_l2, single_threaded_blas
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
@@ -96,9 +97,46 @@ def standalone_jobs(run: Run) -> Jobs:
 
 def jobs(run: Run) -> Jobs:
     if training.carries_gradients(run):  # the training steps save their first step's gradients
-        run.state["gradients"] = {"t0": time.perf_counter()}
+        run.state["gradients"] = {"t0": time.perf_counter(), "early": EarlyRows(run)}
         return {}
     return standalone_jobs(run)
+
+
+class EarlyRows:
+    """Each backend's gradient row compared with tf_keras's as soon as both training steps have replied, while the
+    other backends still train (one thread, in the order the replies come; training.EarlyCompare calls `backend`).
+    What build_section is left with after the last backend is that backend's row (ResNet50: 1.3 s of three
+    backends' gradients at the end of the run, on the cores the workers had left)."""
+
+    def __init__(self, run: Run):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.run = run
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k2to3-gradients-compare")
+        self._rows: dict[str, Future] = {}
+        self.ref_arrays: list[np.ndarray] | None = None
+        run.state["training"]["early"].listen(self.backend)
+
+    def backend(self, b: str, reply: dict[str, Any]) -> None:
+        self._rows[b] = self._pool.submit(self._row, b, reply)
+
+    def _row(self, b: str, reply: dict[str, Any]) -> dict[str, Any] | None:
+        ref = self.run.state["training"]["early"].reference_reply()
+        if ref is None or "error" in ref or "grads" not in ref or "error" in reply or "grads" not in reply:
+            return None  # build_section decides what the reference is, and says why
+        ref_g, ctx = ref["grads"], _tolerance(self.run)
+        if self.ref_arrays is None:
+            self.ref_arrays = load_grads(self.run.npz("grads-golden"), len(ref_g["names"]))
+        with single_threaded_blas():
+            return backend_row(self.run, b, reply["grads"], ref_g, self.ref_arrays, ctx["rt"], ctx["at"])
+
+    def result(self) -> dict[str, Any]:
+        """build_section's `early`: the rows computed so far (None where not), and the arrays they used."""
+        rows = {b: f.result() for b, f in self._rows.items()}
+        return {"rows": rows, "ref_arrays": self.ref_arrays}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _standalone_section(run: Run, mine: Done) -> None:
@@ -135,7 +173,6 @@ def prepare(run: Run, done: dict[str, Done]) -> None:
     """The comparison of the training step's gradients starts now, in the background: the training check's
     collect (its float32 noise probe on a mismatch: seconds of tf_keras steps) runs meanwhile."""
     import threading
-    from concurrent.futures import Future
 
     got = _step_replies(run, done)
     if got is None:
@@ -144,11 +181,13 @@ def prepare(run: Run, done: dict[str, Done]) -> None:
     fut: Future = Future()
     t0 = run.state["gradients"]["t0"]
 
+    early = run.state["gradients"].get("early")
+
     def compare() -> None:
         try:
             with single_threaded_blas():
                 fut.set_result(build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"],
-                                             _step_context(run, t0)))
+                                             _step_context(run, t0), early.result() if early else None))
         except BaseException as exc:  # raised again in collect()
             fut.set_exception(exc)
 
@@ -161,6 +200,9 @@ def collect(run: Run, done: dict[str, Done]) -> None:
         _collect(run, done)
     finally:  # build_section's copy of tf_keras's gradients, kept for _probe only
         run.state.get("gradients", {}).pop("reference_arrays", None)
+        early = run.state.get("gradients", {}).pop("early", None)
+        if early is not None:
+            early.close()
 
 
 def _collect(run: Run, done: dict[str, Done]) -> None:
@@ -172,8 +214,10 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
     if got is not None:
         ref, fits = got
         pending = run.state["gradients"].pop("section", None)  # started by prepare()
+        early = run.state["gradients"].get("early")
         section = pending.result() if pending is not None else \
-            build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0))
+            build_section(run, {b: r["grads"] for b, r in fits.items()}, ref["grads"], _step_context(run, t0),
+                          early.result() if early else None)
         if section["verdict"] == "mismatch":
             _probe(run, ref, t0)
             training.explain(run.report)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,25 @@ def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
     return ys
 
 
+# Weights after the steps of more bytes than this are compared on two threads (numpy's arithmetic runs outside the
+# GIL): the last backend's row is the end of the run, on cores the workers have left (ResNet50: 100 MB a backend).
+PARALLEL_MIN_BYTES = 16 << 20
+
+
+def _weight_stats(got_w: list[np.ndarray], ref_w: list[np.ndarray], rtol: float, atol: float) -> list[Any]:
+    """compare_arrays of each weight after the steps, in order."""
+    def one(pair: tuple[np.ndarray, np.ndarray]) -> Any:
+        return compare_arrays(pair[0], pair[1], rtol, atol, output=False)
+
+    pairs = list(zip(got_w, ref_w))
+    if sum(r.nbytes for r in ref_w) < PARALLEL_MIN_BYTES:
+        return [one(p) for p in pairs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="k2to3-training-weights") as ex:
+        return list(ex.map(one, pairs))
+
+
 def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.ndarray], got_w: list[np.ndarray],
                      rtol: float, atol: float) -> dict[str, Any]:
     """One backend's `training` entry: per-step losses, weight errors after the steps, first divergent weight."""
@@ -65,8 +84,7 @@ def compare_training(ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.nd
         return {"status": "mismatch", "reason": f"{len(got_w)} weights after training, tf_keras {len(ref_w)}"}
     rows, first = [], None
     worst_abs = worst_rel = min_atol = 0.0
-    for name, g, r in zip(got["weight_names"], got_w, ref_w):
-        s = compare_arrays(g, r, rtol, atol, output=False)
+    for name, s in zip(got["weight_names"], _weight_stats(got_w, ref_w, rtol, atol)):
         worst_abs, worst_rel, min_atol = max(worst_abs, s.max_abs), max(worst_rel, s.max_rel), max(min_atol,
                                                                                                   s.min_atol)
         if not s.allclose and first is None:
@@ -246,6 +264,16 @@ class EarlyCompare:
         self.ref_w: list[np.ndarray] | None = None
         self.saved: dict[str, np.ndarray] = {}  # the file's slots, read once for every backend
         self.rows: dict[str, Future] = {}
+        self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def listen(self, fn: Callable[[str, dict[str, Any]], None]) -> None:
+        """fn(backend, reply) as each backend's steps reply (the gradient check compares their gradients then)."""
+        self._listeners.append(fn)
+
+    def reference_reply(self) -> dict[str, Any] | None:
+        """tf_keras's reply to its steps, once it has come (None: the job never replied)."""
+        self._ref_ready.wait()
+        return self._ref
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[list[dict[str, Any]]]:
@@ -259,6 +287,8 @@ class EarlyCompare:
 
     def backend(self, b: str, reply: dict[str, Any]) -> None:
         self.rows[b] = self._pool.submit(self._row, b, reply)
+        for fn in self._listeners:
+            fn(b, reply)
 
     def reference_weights(self) -> list[np.ndarray] | None:
         """tf_keras's weights after its steps (None: its steps did not give any); read once."""

@@ -1,7 +1,7 @@
 """Worker op `fit_noise` (checks/trainingnoise.py, docs/optimizers.md#float32-training-noise): tf_keras's own
 sensitivity of the `--fit-steps` steps to float32 rounding. The original file loaded once, as the reference is
 (workers/fit.py), then the same steps on the same batch from the file's state with every trainable weight moved by a
-few float32 ulps (nudge_weights), once per seed, the model and the optimizer put back between the runs. Each run's
+few float32 ulps (restore_nudged), once per seed, the model and the optimizer put back between the runs. Each run's
 change to each weight (its largest absolute difference from the reference's own steps) is measured here and replied;
 the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch."""
 
@@ -17,14 +17,24 @@ from k2to3.workers.fit import layer_weights, load_batch, save_weights, train_ste
 from k2to3.workers.reference import load_reference, reference_key, step_state
 
 
-def nudge_weights(model: Any, eps: float, rng: np.random.Generator) -> None:
-    """Every trainable weight element scaled by (1 ± eps), its sign drawn from rng: with eps = 1e-6 (about 8 float32
-    ulps) every rounding of the step changes, downstream of a BatchNormalization too (a uniform scale of the inputs
-    is normalised away there, and integer inputs cannot move at all)."""
+def restore_nudged(model: Any, state: list[Any], saved: list[np.ndarray], eps: float, rng: np.random.Generator
+                   ) -> None:
+    """The state before the steps put back (`state` and its `saved` values, reference.step_state), every trainable
+    weight element scaled by (1 ± eps) on the way, its sign drawn from rng in the model's trainable_weights order:
+    with eps = 1e-6 (about 8 float32 ulps) every rounding of the step changes, downstream of a BatchNormalization
+    too (a uniform scale of the inputs is normalised away there, and integer inputs cannot move at all). One
+    assignment per variable: the nudged value is computed from the saved one, not read back after the restore."""
+    at = {id(v): i for i, v in enumerate(state)}
+    nudged = set()
     for v in model.trainable_weights:
-        a = np.asarray(v)
+        i = at.get(id(v))
+        a = saved[i] if i is not None else np.asarray(v)
         if np.issubdtype(a.dtype, np.floating):
             v.assign(a * (1 + eps * rng.choice(np.array([-1.0, 1.0], a.dtype), a.shape)))
+            nudged.add(id(v))
+    for v, a in zip(state, saved):
+        if id(v) not in nudged:
+            v.assign(a)
 
 
 def reference_after(req: dict[str, Any]) -> list[np.ndarray] | None:
@@ -58,9 +68,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     after = reference_after(req)
     runs, names, loaded = [], [], time.perf_counter() - t0
     for seed, out in zip(req["seeds"], req["weights_out"]):
-        for v, a in zip(state, saved):
-            v.assign(a)
-        nudge_weights(model, float(req["eps"]), np.random.default_rng(int(seed)))
+        restore_nudged(model, state, saved, float(req["eps"]), np.random.default_rng(int(seed)))
         losses = train_steps(model, x, y, int(req["steps"]))
         names, arrays = layer_weights(model, np.asarray)
         run = {"seed": int(seed), "losses": losses, "iterations_after": int(np.asarray(inner.iterations))}

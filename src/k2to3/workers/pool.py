@@ -38,6 +38,10 @@ JOB_MIN_MB = 150.0
 DEFAULT_BUDGET_SHARE = 0.8
 # Compute threads of each role's worker: the tensorflow worker is the critical path (build, golden, verify).
 THREADS = {"tensorflow": 2, "torch": 1, "jax": 1, REFERENCE: 2}
+# Scheduling priority (nice) of each role's worker: the tensorflow side carries the longest chains (the build, then
+# the golden and the reference's steps); torch and jax wait for the built file anyway, and at nice 10 their imports
+# fill the cores the build leaves idle instead of slowing it.
+NICE = {"tensorflow": 0, REFERENCE: 0, "torch": 10, "jax": 10}
 # Backends verify side by side while the budget allows and at most one per core. Measured on 2 cores, quiet
 # machine (bench/convert.py, ResNet50 against the naive recipe): one at a time 0.61x wall / 1.27x peak memory,
 # two side by side 0.47x / 1.78x, all three 0.39x / 1.86x; six warm conversions of small fixtures 7.2 s / 4.8 s /
@@ -362,7 +366,7 @@ class Pool:
             self.log_dir.mkdir(parents=True, exist_ok=True)  # a pool used again after close
             w = Worker(BACKEND[role], self.log_dir, threads=THREADS[role],
                        legacy=BACKEND[role] == "tensorflow" and self.golden,
-                       nice=0 if BACKEND[role] == "tensorflow" else 10, stats=self.stats.setdefault(role, {}),
+                       nice=NICE[role], stats=self.stats.setdefault(role, {}),
                        role=role)
             self.workers[role] = w
         return w
