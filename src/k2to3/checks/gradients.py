@@ -114,19 +114,42 @@ class EarlyRows:
         self.run = run
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k2to3-gradients-compare")
         self._rows: dict[str, Future] = {}
+        self._sensitivity: Future | None = None
         self.ref_arrays: list[np.ndarray] | None = None
         run.state["training"]["early"].listen(self.backend)
 
     def backend(self, b: str, reply: dict[str, Any]) -> None:
+        if self._sensitivity is None:  # first in the thread's queue: tf_keras's own step replied before any row
+            self._sensitivity = self._pool.submit(self._nudged)
         self._rows[b] = self._pool.submit(self._row, b, reply)
 
-    def _row(self, b: str, reply: dict[str, Any]) -> dict[str, Any] | None:
+    def _reference(self) -> dict[str, Any] | None:
         ref = self.run.state["training"]["early"].reference_reply()
-        if ref is None or "error" in ref or "grads" not in ref or "error" in reply or "grads" not in reply:
+        if ref is None or "error" in ref or "grads" not in ref:
+            return None
+        if self.ref_arrays is None:
+            self.ref_arrays = load_grads(self.run.npz("grads-golden"), len(ref["grads"]["names"]))
+        return ref
+
+    def _nudged(self) -> list[float] | None:
+        """The input-sensitivity figures of tf_keras's gradients (_probe), from the nudged step it took before its
+        steps, computed here rather than after the last backend's row."""
+        ref = self._reference()
+        if ref is None or "nudged_grads" not in ref:
+            return None
+        assert self.ref_arrays is not None
+        with single_threaded_blas():
+            return nudged_sensitivity(self.run, self.ref_arrays)
+
+    def sensitivity(self) -> list[float] | None:
+        return None if self._sensitivity is None else self._sensitivity.result()
+
+    def _row(self, b: str, reply: dict[str, Any]) -> dict[str, Any] | None:
+        ref = self._reference()
+        if ref is None or "error" in reply or "grads" not in reply:
             return None  # build_section decides what the reference is, and says why
         ref_g, ctx = ref["grads"], _tolerance(self.run)
-        if self.ref_arrays is None:
-            self.ref_arrays = load_grads(self.run.npz("grads-golden"), len(ref_g["names"]))
+        assert self.ref_arrays is not None
         with single_threaded_blas():
             return backend_row(self.run, b, reply["grads"], ref_g, self.ref_arrays, ctx["rt"], ctx["at"])
 
@@ -245,12 +268,22 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
         got = reply_or_error(run.pool.run({where: [nudged]}, run.weight_bytes)[where][0])
         if "grads" not in got:
             return
-    n = len(ref["grads"]["names"])
-    golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
-    with np.load(run.npz("grads-golden")) as a, np.load(run.npz("grads-golden-nudged")) as b, single_threaded_blas():
-        sens = [rel_l2(b[f"g{i}"], a[f"g{i}"] if golden is None else golden[i]) for i in range(n)]
+    early = run.state["gradients"].get("early")
+    sens = early.sensitivity() if early is not None and "nudged_grads" in ref else None
+    if sens is None:
+        n = len(ref["grads"]["names"])
+        golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
+        with single_threaded_blas():
+            sens = nudged_sensitivity(run, golden if golden is not None else load_grads(run.npz("grads-golden"), n))
     add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def nudged_sensitivity(run: Run, golden: list[np.ndarray]) -> list[float]:
+    """Per variable, how far tf_keras's gradients move when the inputs move by SENSITIVITY_EPS: the relative L2 of
+    its nudged step's gradients (grads-golden-nudged) against its own."""
+    with np.load(run.npz("grads-golden-nudged")) as b:
+        return [rel_l2(b[f"g{i}"], g) for i, g in enumerate(golden)]
 
 
 def outcome(report: dict[str, Any]) -> str | None:

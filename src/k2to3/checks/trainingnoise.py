@@ -38,11 +38,18 @@ def release(run: Run) -> None:
     worker already closed holds nothing."""
     if not run.state.get("training", {}).pop("held", False):
         return
-    for worker in list(run.pool.workers.values()):
+
+    def drop(worker: Any) -> None:
         try:
             worker.call("drop_held")
         except WorkerError:
             pass
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = list(run.pool.workers.values())
+    with ThreadPoolExecutor(max_workers=max(1, len(workers))) as ex:  # side by side: the last step of the run
+        list(ex.map(drop, workers))
 WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
 
 
