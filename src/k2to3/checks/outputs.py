@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import divergence, noise, reference_lane, trainingnoise
+from k2to3.checks import divergence, noise, reference_lane
 from k2to3.checks.base import Check, Done, Jobs, Run, WorkerJob
 from k2to3.checks.format import fmt
 from k2to3.core.compare import compare_outputs
@@ -21,9 +21,9 @@ from k2to3.workers.pool import WorkerError
 
 def _golden_job(run: Run) -> WorkerJob:
     """The tf_keras golden (the tensorflow worker's first job, or the reference worker's: reference_lane.py). With
-    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models): the golden is
+    --fit-steps every worker keeps the model it loads for the training steps (reference_lane.hold_models): the golden is
     then computed by the reference those steps train (op golden_reference), for a plain file."""
-    golden_op = "golden_reference" if trainingnoise.hold_models(run) and not run.golden_args else "golden"
+    golden_op = "golden_reference" if reference_lane.hold_models(run) and not run.golden_args else "golden"
     # the training steps joined to this round take their targets' shapes from the golden (training.Targets)
     written = run.state["golden_written"] = threading.Event()
 
@@ -58,8 +58,8 @@ def start_reference(run: Run) -> None:
 def jobs(run: Run) -> Jobs:
     """One process per backend: the tensorflow worker computes the tf_keras golden and then verifies; torch and jax
     verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another. With
-    --fit-steps every worker keeps the model it loads for the training steps (trainingnoise.hold_models)."""
-    hold = trainingnoise.hold_models(run)
+    --fit-steps every worker keeps the model it loads for the training steps (reference_lane.hold_models)."""
+    hold = reference_lane.hold_models(run)
 
     def verify_on(b: str) -> Any:
         return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),

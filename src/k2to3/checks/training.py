@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import trainingnoise
+from k2to3.checks import reference_lane, trainingnoise
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.reference_lane import on_reference
@@ -111,10 +111,10 @@ def compile_losses(run: Run) -> list[Any]:
 def fused(run: Run) -> bool:
     """Do the training steps join the verification's pool round (stage 1)? Each worker then trains right after it
     verifies, on the model it holds, instead of waiting for every other backend's verification (a cold jax compile
-    of the backward pass starts seconds earlier). When the models are held (trainingnoise.hold_models). Decided
+    of the backward pass starts seconds earlier). When the models are held (reference_lane.hold_models). Decided
     once per run: the stage of a check must not change between the rounds."""
     if "fused" not in run.state:
-        run.state["fused"] = trainingnoise.hold_models(run)
+        run.state["fused"] = reference_lane.hold_models(run)
     return bool(run.state["fused"])
 
 
@@ -202,7 +202,7 @@ def jobs(run: Run) -> Jobs:
             read_targets(opts.targets, int(z[z.files[0]].shape[0]))
     common = {"inputs": run.npz("inputs"), "targets": targets.path, "steps": steps, "loss": opts.loss}
     # a mismatch's noise probe runs the same steps, on the reference held in its worker (trainingnoise.py)
-    run.state["training"] = {"common": common, "held": trainingnoise.hold_models(run), "targets": targets}
+    run.state["training"] = {"common": common, "held": reference_lane.hold_models(run), "targets": targets}
     rtol, atol = REDUCED_FIT_TOLERANCE if set(run.report.get("dtype_policies") or ()) & REDUCED \
         else (FIT_RTOL, FIT_ATOL)
     run.report["training"] = {"steps": steps, "rtol": rtol, "atol": atol,

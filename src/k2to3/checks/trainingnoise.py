@@ -33,6 +33,8 @@ from k2to3.workers.pool import WorkerError, reply_or_error
 # more runs cannot change the verdict, and they run only while they do not (fewer runs is the stricter test).
 ROUNDS, NUDGE_EPS, NUDGE_SEED = (1, 1, 2), SENSITIVITY_EPS, 25
 RUNS = sum(ROUNDS)
+
+
 def release(run: Run) -> None:
     """Every model this run's workers hold dropped (at the end of the training check, whatever happened); a
     worker already closed holds nothing."""
@@ -50,6 +52,8 @@ def release(run: Run) -> None:
     workers = list(run.pool.workers.values())
     with ThreadPoolExecutor(max_workers=max(1, len(workers))) as ex:  # side by side: the last step of the run
         list(ex.map(drop, workers))
+
+
 WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
 
 
