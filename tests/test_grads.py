@@ -82,28 +82,29 @@ def test_rows_compared_as_the_replies_came_are_the_rows_of_the_section(tmp_path)
     from types import SimpleNamespace
 
     from k2to3.checks.gradcompare import backend_row, build_section, load_grads
+    from k2to3.core import arrayfile
 
     rng = np.random.default_rng(7)
     names = ["k", "b"]
     ref = [rng.standard_normal((30, 20)).astype(np.float32), rng.standard_normal(20).astype(np.float32)]
     got = {"torch": [ref[0] + 1e-6, ref[1] * 1.01], "jax": [ref[0], -ref[1]]}
 
-    def npz(name):
-        return str(tmp_path / f"{name}.npz")
+    def at(name):
+        return str(tmp_path / f"{name}.arrays")
 
-    np.savez(npz("grads-golden"), **{f"g{i}": a for i, a in enumerate(ref)})
+    arrayfile.write(at("grads-golden"), ref)
     for b, arrays in got.items():
-        np.savez(npz(f"grads-{b}"), **{f"g{i}": a for i, a in enumerate(arrays)})
+        arrayfile.write(at(f"grads-{b}"), arrays)
     reply = {"names": names, "loss": 1.0, "grad_seconds": 0.1, "none": []}
     replies = {b: dict(reply) for b in got}
     ctx = {"t0": 0.0, "golden": True, "rt": 1e-4, "at": 1e-6, "losses": ["mse"], "source": "s", "training": True,
            "tol_source": "default"}
 
     def run():
-        return SimpleNamespace(report={}, reference_origin="the file", npz=npz, state={})
+        return SimpleNamespace(report={}, reference_origin="the file", arrays=at, state={})
 
     late = build_section(run(), replies, reply, ctx)
-    arrays = load_grads(npz("grads-golden"), 2)
+    arrays = load_grads(at("grads-golden"), 2)
     rows = {"torch": backend_row(run(), "torch", replies["torch"], reply, arrays, 1e-4, 1e-6), "jax": None}
     early = build_section(run(), replies, reply, ctx, {"rows": rows, "ref_arrays": arrays})
     late.pop("seconds"), early.pop("seconds")
@@ -267,18 +268,22 @@ def test_probe_taken_with_the_steps_changes_nothing_and_equals_its_own_job(pool,
     np.savez(tmp_path / "y.npz", y0=rng.standard_normal((4, 2)).astype(np.float32))
     w = pool.get("tensorflow")
     common = {"h5": str(h5), "inputs": str(tmp_path / "x.npz"), "targets": str(tmp_path / "y.npz"), "loss": None}
-    plain = w.call("fit_golden", weights_out=str(tmp_path / "a.npz"), grads_out=str(tmp_path / "ga.npz"), steps=2,
+    plain = w.call("fit_golden", weights_out=str(tmp_path / "a.arrays"), grads_out=str(tmp_path / "ga.arrays"), steps=2,
                    **common)
-    with_probe = w.call("fit_golden", weights_out=str(tmp_path / "b.npz"), grads_out=str(tmp_path / "gb.npz"),
-                        nudged_grads_out=str(tmp_path / "gn.npz"), nudge_eps=SENSITIVITY_EPS, steps=2, **common)
-    alone = w.call("fit_golden", weights_out=str(tmp_path / "c.npz"), grads_out=str(tmp_path / "gc.npz"),
+    with_probe = w.call("fit_golden", weights_out=str(tmp_path / "b.arrays"), grads_out=str(tmp_path / "gb.arrays"),
+                        nudged_grads_out=str(tmp_path / "gn.arrays"), nudge_eps=SENSITIVITY_EPS, steps=2, **common)
+    alone = w.call("fit_golden", weights_out=str(tmp_path / "c.arrays"), grads_out=str(tmp_path / "gc.arrays"),
                    nudge=SENSITIVITY_EPS, steps=1, **common)
     assert plain["losses"] == with_probe["losses"] and "nudged_grads" in with_probe and alone["available"]
+    from k2to3.core import arrayfile
+
+    def read(name: str) -> list[np.ndarray]:
+        return arrayfile.read(tmp_path / f"{name}.arrays")
+
     for a, b in (("a", "b"), ("ga", "gb"), ("gn", "gc")):
-        with np.load(tmp_path / f"{a}.npz") as za, np.load(tmp_path / f"{b}.npz") as zb:
-            assert za.files == zb.files and all(np.array_equal(za[k], zb[k]) for k in za.files), (a, b)
-    with np.load(tmp_path / "ga.npz") as za, np.load(tmp_path / "gn.npz") as zn:
-        assert any(not np.array_equal(za[k], zn[k]) for k in za.files)  # the nudge did change the gradients
+        za, zb = read(a), read(b)
+        assert len(za) == len(zb) and all(np.array_equal(x, y) for x, y in zip(za, zb)), (a, b)
+    assert any(not np.array_equal(x, y) for x, y in zip(read("ga"), read("gn")))  # the nudge changed the gradients
 
 
 @pytest.mark.slow

@@ -60,6 +60,10 @@ class Run:
     def npz(self, name: str) -> str:
         return str(self.work / f"{name}.npz")
 
+    def arrays(self, name: str) -> str:
+        """A per-step array file (core/arrayfile.py: weights after the steps, step gradients)."""
+        return str(self.work / f"{name}.arrays")
+
     def load(self, name: str) -> list[np.ndarray]:
         with np.load(self.npz(name)) as z:
             return [z[f"out{i}"] for i in range(len(z.files))]

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Run
+from k2to3.core import arrayfile
 from k2to3.core.compare import compare_arrays, per_backend
 
 TOP = 5
@@ -118,7 +119,7 @@ def backend_row(run: Run, b: str, r: dict[str, Any], ref: dict[str, Any], ref_ar
     """One backend's row of the section: its gradients (grads-{b}) against the reference's."""
     if "error" in r:
         return {"status": "error", "error": r["error"]}
-    row = compare_grads(r["names"], load_grads(run.npz(f"grads-{b}"), len(r["names"])), ref["names"], ref_arrays,
+    row = compare_grads(r["names"], load_grads(run.arrays(f"grads-{b}"), len(r["names"])), ref["names"], ref_arrays,
                         rt, at, ref.get("sensitivity"))
     row.update(loss=r["loss"], loss_abs_diff=abs(r["loss"] - ref["loss"]), seconds=round(r["grad_seconds"], 3),
                unconnected=r.get("none", []))
@@ -152,14 +153,14 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
         ref = replies[kind]
         section["reference"] = {"kind": f"keras3-{kind}", "loss": ref["loss"],
                                 **({"reason": section["reference"]["error"]} if golden else {})}
-        ref_path = run.npz(f"grads-{kind}")
+        ref_path = run.arrays(f"grads-{kind}")
     else:
-        ref_path = run.npz("grads-golden")
-    done = (early or {}).get("rows", {}) if ref_path == run.npz("grads-golden") else {}
+        ref_path = run.arrays("grads-golden")
+    done = (early or {}).get("rows", {}) if ref_path == run.arrays("grads-golden") else {}
     ref_arrays = (early or {}).get("ref_arrays") if done else None
     if ref_arrays is None:
         ref_arrays = load_grads(ref_path, len(ref["names"]))
-    if golden and ref_path == run.npz("grads-golden"):  # for a sensitivity probe after a mismatch: not read twice
+    if golden and ref_path == run.arrays("grads-golden"):  # for a sensitivity probe after a mismatch: not read twice
         run.state.setdefault("gradients", {})["reference_arrays"] = ref_arrays
     section["derandomized"] = sorted(set(ref.get("derandomized", [])).union(
         *(r.get("derandomized", []) for r in replies.values() if "error" not in r)))
@@ -182,5 +183,7 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
 
 
 def load_grads(path: str, n: int) -> list[np.ndarray]:
-    with np.load(path) as z:
-        return [z[f"g{i}"] for i in range(n)]
+    arrays = arrayfile.read(path)
+    if len(arrays) < n:
+        raise ValueError(f"{path}: {len(arrays)} gradients, {n} named")
+    return arrays[:n]

@@ -18,6 +18,7 @@ from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.gradcompare import add_sensitivity, backend_row, build_section, load_grads
 from k2to3.checks.rounds import longest_first, one_round
+from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2, single_threaded_blas
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.workers.pool import reply_or_error
@@ -80,12 +81,12 @@ def standalone_jobs(run: Run) -> Jobs:
                                                                                        else ""))
 
     def k3(b: str) -> Any:
-        return lambda w: w.call("grads", keras=str(run.keras), out=run.npz(f"grads-{b}"), modules=run.modules,
+        return lambda w: w.call("grads", keras=str(run.keras), out=run.arrays(f"grads-{b}"), modules=run.modules,
                                 **common)
 
     @reference_lane.on_reference
     def k2(w: Any) -> Any:
-        return w.call("golden_grads", h5=str(run.reference_h5), out=run.npz("grads-golden"), **common,
+        return w.call("golden_grads", h5=str(run.reference_h5), out=run.arrays("grads-golden"), **common,
                       **run.golden_args)
 
     jobs = {"tensorflow": [*([k2] if golden else []), *([k3("tensorflow")] if "tensorflow" in run.backends else [])],
@@ -128,7 +129,7 @@ class EarlyRows:
         if ref is None or "error" in ref or "grads" not in ref:
             return None
         if self.ref_arrays is None:
-            self.ref_arrays = load_grads(self.run.npz("grads-golden"), len(ref["grads"]["names"]))
+            self.ref_arrays = load_grads(self.run.arrays("grads-golden"), len(ref["grads"]["names"]))
         return ref
 
     def _nudged(self) -> list[float] | None:
@@ -259,7 +260,7 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
     def nudged(w: Any) -> Any:
         return w.call("fit_golden", h5=str(run.reference_h5), inputs=run.npz("inputs"),
                       targets=run.npz("fit-targets"), steps=1, loss=o.loss, nudge=SENSITIVITY_EPS,
-                      weights_out=run.npz("fit-ref-nudged"), grads_out=run.npz("grads-golden-nudged"),
+                      weights_out=run.arrays("fit-ref-nudged"), grads_out=run.arrays("grads-golden-nudged"),
                       **run.golden_args)
 
     if "nudged_grads" not in ref:  # not taken with the steps (a large non-trainable state): its own job now
@@ -274,7 +275,7 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
         n = len(ref["grads"]["names"])
         golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
         with single_threaded_blas():
-            sens = nudged_sensitivity(run, golden if golden is not None else load_grads(run.npz("grads-golden"), n))
+            sens = nudged_sensitivity(run, golden if golden is not None else load_grads(run.arrays("grads-golden"), n))
     add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
 
@@ -282,8 +283,8 @@ def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
 def nudged_sensitivity(run: Run, golden: list[np.ndarray]) -> list[float]:
     """Per variable, how far tf_keras's gradients move when the inputs move by SENSITIVITY_EPS: the relative L2 of
     its nudged step's gradients (grads-golden-nudged) against its own."""
-    with np.load(run.npz("grads-golden-nudged")) as b:
-        return [rel_l2(b[f"g{i}"], g) for i, g in enumerate(golden)]
+    nudged = arrayfile.read(run.arrays("grads-golden-nudged"))
+    return [rel_l2(b, g) for b, g in zip(nudged, golden)]
 
 
 def outcome(report: dict[str, Any]) -> str | None:

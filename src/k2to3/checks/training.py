@@ -19,7 +19,8 @@ from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.reference_lane import on_reference
 from k2to3.checks.rounds import longest_first
-from k2to3.core.compare import compare_arrays, single_threaded_blas
+from k2to3.core import arrayfile
+from k2to3.core.compare import compare_arrays, single_threaded_blas, value_digest
 from k2to3.core.h5safe import open_checked, read_dataset
 from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
@@ -209,7 +210,7 @@ def jobs(run: Run) -> Jobs:
                               "targets": str(opts.targets) if opts.targets else "seeded",
                               "loss": opts.loss or "training_config",
                               "randomness": "dropout and noise rates set to 0 on both sides", "backends": {}}
-    probe = {"grads_out": run.npz("grads-golden"), "nudged_grads_out": run.npz("grads-golden-nudged"),
+    probe = {"grads_out": run.arrays("grads-golden"), "nudged_grads_out": run.arrays("grads-golden-nudged"),
              "nudge_eps": SENSITIVITY_EPS} if step_grads else {}
 
     early = run.state["training"]["early"] = EarlyCompare(run)
@@ -218,16 +219,16 @@ def jobs(run: Run) -> Jobs:
     def golden(w: Any) -> Any:
         with early.reference() as got:
             targets.ensure("tensorflow")
-            got.append(w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.npz("fit-ref"), **common,
+            got.append(w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.arrays("fit-ref"), **common,
                               **run.golden_args, **probe, hold=run.state["training"]["held"]))
         return got[0]
 
     def k3(b: str) -> Any:
         def job(w: Any) -> Any:
             targets.ensure(b)
-            reply = w.call("fit", keras=str(run.keras), weights_out=run.npz(f"fit-{b}"),
-                           state_out=run.npz(f"state-{b}"), modules=run.modules, **common,
-                           **({"grads_out": run.npz(f"grads-{b}")} if step_grads else {}))
+            reply = w.call("fit", keras=str(run.keras), weights_out=run.arrays(f"fit-{b}"),
+                           modules=run.modules, **common,
+                           **({"grads_out": run.arrays(f"grads-{b}")} if step_grads else {}))
             early.backend(b, reply)
             return reply
 
@@ -262,7 +263,7 @@ class EarlyCompare:
         self._ref_ready = threading.Event()
         self._ref: dict[str, Any] | None = None
         self.ref_w: list[np.ndarray] | None = None
-        self.saved: dict[str, np.ndarray] = {}  # the file's slots, read once for every backend
+        self.saved: dict[str, str] = {}  # the file's slot digests, read once for every backend
         self.rows: dict[str, Future] = {}
         self._listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
@@ -298,8 +299,7 @@ class EarlyCompare:
                 (self.run.report.get("optimizer") or {}).get("status") == "restored"):
             return None
         if self.ref_w is None:
-            with np.load(self.run.npz("fit-ref")) as z:
-                self.ref_w = [z[f"w{i}"] for i in range(len(z.files))]
+            self.ref_w = arrayfile.read(self.run.arrays("fit-ref"))
         return self.ref_w
 
     def _row(self, b: str, got: dict[str, Any]) -> dict[str, Any] | None:
@@ -320,16 +320,15 @@ class EarlyCompare:
 
 
 def compare_row(run: Run, b: str, ref: dict[str, Any], got: dict[str, Any], ref_w: list[np.ndarray],
-                saved: dict[str, np.ndarray]) -> dict[str, Any]:
+                saved: dict[str, str]) -> dict[str, Any]:
     """One backend's training row: its weights and losses against tf_keras's, and its optimizer slots as loaded."""
     section, report, h5 = run.report["training"], run.report, run.reference_h5
     assert h5 is not None
     if (report.get("optimizer") or {}).get("slots") and not saved:
         state_as_loaded(h5, report.get("optimizer"), None, saved)
-    with np.load(run.npz(f"fit-{b}")) as z:
-        got_w = [z[f"w{i}"] for i in range(len(z.files))]
+    got_w = arrayfile.read(run.arrays(f"fit-{b}"))
     row = compare_training(ref, got, ref_w, got_w, section["rtol"], section["atol"])
-    row["state_as_loaded"] = state_as_loaded(h5, report.get("optimizer"), run.npz(f"state-{b}"), saved)
+    row["state_as_loaded"] = state_as_loaded(h5, report.get("optimizer"), got.get("state_digests"), saved)
     return row
 
 
@@ -448,33 +447,48 @@ def markdown(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, state_npz: str | None,
-                    saved: dict[str, np.ndarray] | None = None) -> dict[str, Any] | None:
-    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `saved` caches
-    the file's slots between calls (filled by the first; `state_npz` None only fills it)."""
+def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, digests: list[str] | None,
+                    saved: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `digests` are
+    the worker's (core.compare.value_digest of each optimizer variable before the steps); `saved` caches the file's
+    slot digests between calls (filled by the first; `digests` None only fills it)."""
     slots = (optimizer or {}).get("slots")
     if not slots:
         return None
     saved = {} if saved is None else saved
     if not saved:
-        f = open_checked(h5)
-        try:
-            saved.update({n: read_dataset(f, f"optimizer_weights/{n}") for n in slots})
-        finally:
-            f.close()
-    if state_npz is None:
+        with _slots_file(h5) as f:
+            saved.update({n: value_digest(read_dataset(f, f"optimizer_weights/{n}")) for n in slots})
+    if digests is None:
         return None
-    with np.load(state_npz) as z:
-        loaded = {k: z[k] for k in z.files}
-    equal = [n for n, i in slots.items() if f"v{i}" in loaded and _same_values(loaded[f"v{i}"], saved[n])]
+    equal = [n for n, i in slots.items() if i < len(digests) and _same_slot(h5, n, saved[n], digests[i])]
     return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
 
 
-def _same_values(a: np.ndarray, b: np.ndarray) -> bool:
-    """Equal element for element, in float64 unless both have one dtype (then exact as it is: no two copies)."""
-    if a.dtype == b.dtype and a.size == b.size:
-        return bool(np.array_equal(a.reshape(-1), b.reshape(-1)))
-    return bool(np.array_equal(np.asarray(a, np.float64).reshape(-1), np.asarray(b, np.float64).reshape(-1)))
+@contextlib.contextmanager
+def _slots_file(h5: Path) -> Iterator[Any]:
+    f = open_checked(h5)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def _same_slot(h5: Path, name: str, want: str, got: str) -> bool:
+    """The file's slot `name` (digest `want`) and a loaded variable (digest `got`) hold the same values: the same
+    digest, or, when the variable has another dtype, the file's values cast to it losslessly give its digest."""
+    if got == want:
+        return True
+    dtype = got.split(":", 1)[0]
+    if dtype == want.split(":", 1)[0]:
+        return False
+    with _slots_file(h5) as f:
+        a = read_dataset(f, f"optimizer_weights/{name}")
+    try:
+        b = a.astype(np.dtype(dtype))
+    except TypeError:
+        return False
+    return bool(np.array_equal(b.astype(a.dtype), a)) and value_digest(b) == got
 
 
 def console(report: dict[str, Any]) -> list[str]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from k2to3.checks.base import Run, WorkerJob
 from k2to3.checks.reference_lane import hold_models, on_reference, role, split
+from k2to3.core import arrayfile
 from k2to3.core.compare import NOISE_K
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.pool import WorkerError, reply_or_error
@@ -73,7 +74,7 @@ def not_noise(row: dict[str, Any], ref: dict[str, Any]) -> str | None:
 def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
     """Where runs first .. first + n - 1 save their weights, and their seeds."""
     ids = range(first, first + n)
-    return [run.npz(f"fit-noise-{i}") for i in ids], [NUDGE_SEED + i for i in ids]
+    return [run.arrays(f"fit-noise-{i}") for i in ids], [NUDGE_SEED + i for i in ids]
 
 
 def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False) -> WorkerJob:
@@ -81,7 +82,7 @@ def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_
 
     def job(w: Any) -> Any:
         return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
-                      held_only=held_only, ref_weights=run.npz("fit-ref"), **common, **run.golden_args)
+                      held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **run.golden_args)
 
     return job
 
@@ -115,8 +116,7 @@ def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.nd
         if "changes" in r:
             changes.append(r["changes"])
             continue
-        with np.load(out) as z:
-            changes.append(_changes([z[f"w{i}"] for i in range(len(z.files))], ref_w))
+        changes.append(_changes(arrayfile.read(out), ref_w))
     return reply, changes
 
 

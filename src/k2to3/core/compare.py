@@ -357,3 +357,14 @@ def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
     g, r = got.astype(np.float64), ref.astype(np.float64)
     n = float(np.linalg.norm(r))
     return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))
+
+
+def value_digest(a: np.ndarray) -> str:
+    """An array's values bit for bit, as `<dtype>:<sha256>` of its elements in C order (shape left out: a slot
+    loaded under another shape with the same elements is the same slot). What a worker replies for the optimizer
+    state it loaded, so 100 MB of slots per backend need not go through a file (checks/training.state_as_loaded)."""
+    import hashlib
+
+    a = np.asarray(a)
+    a = a if a.flags.c_contiguous else a.copy(order="C")
+    return f"{a.dtype.str}:{hashlib.sha256(a.reshape(-1).view(np.uint8)).hexdigest()}"

@@ -1,7 +1,7 @@
 """Worker ops for `--fit-steps N` (training parity, docs/optimizers.md): the same N `train_on_batch` steps on the
 same batch, by tf_keras on the original file (`fit_golden`, optimizer state loaded by tf_keras itself) and by
 Keras 3 on the converted `.keras` (`fit`, loaded with safe_mode=True). Both save the per-layer weights after the
-steps and the optimizer variables before them, and reply with the per-step losses.
+steps, and reply with the per-step losses (and Keras 3 the digests of its optimizer variables before them).
 
 Training-time randomness is switched off on both sides before the first step: every dropout / noise rate is set
 to 0 (Dropout family, GaussianNoise, GaussianDropout, AlphaDropout, RNN dropout and recurrent_dropout), so both
@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from k2to3.core import arrayfile
+from k2to3.core.compare import value_digest
 from k2to3.workers import held
 from k2to3.workers.reference import disabled_noise, load_reference, model_key, reference_key, step_state
 
@@ -52,17 +54,15 @@ def train_steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> 
 def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[Any], names: list[str],
                      loss: float, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
     """Save the first step's gradients as workers/grads.py saves its own, and the reply's `grads` entry."""
-    from k2to3.workers.runtime import save_arrays
-
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
-    save_arrays(path, arrays, prefix="g")
+    arrayfile.write(path, arrays)
     return {"names": names, "shapes": [list(a.shape) for a in arrays],
             "none": [n for n, g in zip(names, grads) if g is None], "loss": loss, "grad_seconds": seconds,
             "from": "training step", **extra}
 
 
 def save_weights(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
-    np.savez(path, **{f"w{i}": a for i, a in enumerate(arrays)})
+    arrayfile.write(path, arrays)
 
 
 def op_fit(req: dict[str, Any]) -> dict[str, Any]:
@@ -82,8 +82,8 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
         # against 10-15 s) and without grappler's rewrites. verify's predict still runs the traced function.
         model.run_eagerly = True
     opt = model.optimizer
-    np.savez(req["state_out"], **{f"v{i}": np.asarray(keras.ops.convert_to_numpy(v))
-                                  for i, v in enumerate(opt.variables)})
+    # the state as loaded, before the steps, bit for bit: digests, not 100 MB of slots through a file
+    state = [value_digest(np.asarray(keras.ops.convert_to_numpy(v))) for v in opt.variables]
     x, y = load_batch(req)
     step_grads, spy = {}, None
     if req.get("grads_out"):
@@ -104,7 +104,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     inner = getattr(opt, "inner_optimizer", opt)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
-                 keras.ops.convert_to_numpy(inner.iterations)))}
+                 keras.ops.convert_to_numpy(inner.iterations))), "state_digests": state}
     if spy is not None:
         reply["grads"] = _save_step_grads(req["grads_out"], step_grads["grads"], spy.variables,
                                           [v.path for v in spy.variables], losses[0], step_grads["seconds"],

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from k2to3.core import arrayfile
 from k2to3.workers import held
 from k2to3.workers.fit import layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.reference import load_reference, reference_key, step_state
@@ -42,8 +43,7 @@ def reference_after(req: dict[str, Any]) -> list[np.ndarray] | None:
     fit_golden ran in this worker with `hold`, else read from `ref_weights` when the request names it."""
     got = held.take("reference_after", reference_key(req), keep=True)
     if got is None and req.get("ref_weights"):
-        with np.load(req["ref_weights"]) as z:
-            got = [z[f"w{i}"] for i in range(len(z.files))]
+        got = arrayfile.read(req["ref_weights"])
     return got
 
 

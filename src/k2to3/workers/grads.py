@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
+from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.workers.golden import golden_model
 from k2to3.workers.noise import noise_off
-from k2to3.workers.runtime import load_inputs, load_keras, model_input, save_arrays
+from k2to3.workers.runtime import load_inputs, load_keras, model_input
 
 
 def _noise_off(model: Any) -> list[str]:
@@ -111,7 +112,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
         loss, grads = jax.jit(jax.value_and_grad(f))([v.value for v in tv])
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(keras.ops.convert_to_numpy(g))
               for v, g in zip(tv, grads)]
-    save_arrays(req["out"], arrays, prefix="g")
+    arrayfile.write(req["out"], arrays)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None)
     return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
             "none": [v.path for v, g in zip(tv, grads) if g is None],
@@ -152,7 +153,7 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
     # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
     nudged, _ = differentiate(model_input(nudge(load_inputs(req["inputs"]), SENSITIVITY_EPS)))
-    save_arrays(req["out"], arrays, prefix="g")
+    arrayfile.write(req["out"], arrays)
     return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
             "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
             "sensitivity": [rel_l2(b, a) for a, b in zip(arrays, nudged)],
