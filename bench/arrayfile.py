@@ -25,8 +25,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from k2to3.core import arrayfile  # noqa: E402
-from k2to3.core.compare import value_digest  # noqa: E402
+from k2to3.core import arrayfile
+from k2to3.core.compare import value_digest
 
 
 def resnet50_like() -> list[np.ndarray]:
