@@ -8,7 +8,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from k2to3.checks.training import state_as_loaded
+from k2to3.checks.slotstate import state_as_loaded
 from k2to3.core.compare import value_digest
 
 

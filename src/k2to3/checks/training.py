@@ -19,9 +19,9 @@ from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.reference_lane import on_reference
 from k2to3.checks.rounds import longest_first
+from k2to3.checks.slotstate import state_as_loaded
 from k2to3.core import arrayfile
-from k2to3.core.compare import compare_arrays, single_threaded_blas, value_digest
-from k2to3.core.h5safe import open_checked, read_dataset
+from k2to3.core.compare import compare_arrays, single_threaded_blas
 from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
 from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
 from k2to3.errors import InputError
@@ -445,50 +445,6 @@ def markdown(report: dict[str, Any]) -> list[str]:
     if t.get("note"):
         lines.append(f"\nNote: {t['note']}")
     return lines
-
-
-def state_as_loaded(h5: Path, optimizer: dict[str, Any] | None, digests: list[str] | None,
-                    saved: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """Does the optimizer this backend loaded from the .keras hold the file's slots, bit for bit? `digests` are
-    the worker's (core.compare.value_digest of each optimizer variable before the steps); `saved` caches the file's
-    slot digests between calls (filled by the first; `digests` None only fills it)."""
-    slots = (optimizer or {}).get("slots")
-    if not slots:
-        return None
-    saved = {} if saved is None else saved
-    if not saved:
-        with _slots_file(h5) as f:
-            saved.update({n: value_digest(read_dataset(f, f"optimizer_weights/{n}")) for n in slots})
-    if digests is None:
-        return None
-    equal = [n for n, i in slots.items() if i < len(digests) and _same_slot(h5, n, saved[n], digests[i])]
-    return {"slots": len(slots), "equal": len(equal), "differ": sorted(set(slots) - set(equal))[:5]}
-
-
-@contextlib.contextmanager
-def _slots_file(h5: Path) -> Iterator[Any]:
-    f = open_checked(h5)
-    try:
-        yield f
-    finally:
-        f.close()
-
-
-def _same_slot(h5: Path, name: str, want: str, got: str) -> bool:
-    """The file's slot `name` (digest `want`) and a loaded variable (digest `got`) hold the same values: the same
-    digest, or, when the variable has another dtype, the file's values cast to it losslessly give its digest."""
-    if got == want:
-        return True
-    dtype = got.split(":", 1)[0]
-    if dtype == want.split(":", 1)[0]:
-        return False
-    with _slots_file(h5) as f:
-        a = read_dataset(f, f"optimizer_weights/{name}")
-    try:
-        b = a.astype(np.dtype(dtype))
-    except TypeError:
-        return False
-    return bool(np.array_equal(b.astype(a.dtype), a)) and value_digest(b) == got
 
 
 def console(report: dict[str, Any]) -> list[str]:

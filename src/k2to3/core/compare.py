@@ -362,7 +362,7 @@ def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
 def value_digest(a: np.ndarray) -> str:
     """An array's values bit for bit, as `<dtype>:<sha256>` of its elements in C order (shape left out: a slot
     loaded under another shape with the same elements is the same slot). What a worker replies for the optimizer
-    state it loaded, so 100 MB of slots per backend need not go through a file (checks/training.state_as_loaded)."""
+    state it loaded, so 100 MB of slots per backend need not go through a file (checks/slotstate.state_as_loaded)."""
     import hashlib
 
     a = np.asarray(a)
