@@ -237,10 +237,6 @@ def jobs(run: Run) -> Jobs:
     run.progress(f"--fit-steps {steps}{' (and --grads, from its first step)' if step_grads else ''}: tf_keras and "
                  + ", ".join(run.backends))
     tf_jobs = [golden, *([k3("tensorflow")] if "tensorflow" in run.backends else [])]
-    ahead = trainingnoise.first_round_job(run)
-    if ahead is not None:
-        run.state["training"]["ahead"] = len(tf_jobs)  # its index among the tensorflow worker's jobs
-        tf_jobs.append(ahead)
     return longest_first({"tensorflow": tf_jobs, **{b: [k3(b)] for b in run.backends if b != "tensorflow"}})
 
 
@@ -308,7 +304,9 @@ class EarlyCompare:
             return None  # collect() says why
         assert self._ref is not None
         with single_threaded_blas():
-            return compare_row(self.run, b, self._ref, got, ref_w, self.saved)
+            row = compare_row(self.run, b, self._ref, got, ref_w, self.saved)
+        trainingnoise.start_first_round(self.run, row, self._ref)  # only on a mismatch rounding may explain
+        return row
 
     def row(self, b: str) -> dict[str, Any] | None:
         fut = self.rows.get(b)
@@ -378,8 +376,7 @@ def _collect(run: Run, done: dict[str, Done], early: EarlyCompare) -> None:
 
     # the rows were computed as the replies came (EarlyCompare): what is left is waiting for them
     section["backends"].update({b: one(b) for b in run.backends})
-    at = run.state["training"].get("ahead")
-    trainingnoise.measure(run, section, ref, ref_w, None if at is None else mine["tensorflow"][at])
+    trainingnoise.measure(run, section, ref, ref_w, run.state["training"].get("ahead"))
     states = {v.get("status") for v in section["backends"].values()}
     section["status"] = "parity" if states == {"parity"} else trainingnoise.WITHIN \
         if states <= {"parity", trainingnoise.WITHIN} else "mismatch"

@@ -54,7 +54,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     key = reference_key(req)
     got = held.take("reference", key)
-    if got is None and req.get("held_only"):  # queued beside the steps (trainingnoise.first_round_job): no load
+    if got is None and req.get("held_only"):  # started beside the steps (trainingnoise.start_first_round): no load
         return {"available": False, "reason": "no held reference"}
     if got is None:
         ref = load_reference(req)
