@@ -52,6 +52,26 @@ def test_state_errors_are_never_measured_as_noise():
     assert not_noise(_row({"b": 1.0}), ref) is None
 
 
+@pytest.mark.parametrize("name, bn", [("conv_bn_adam", True), ("sgd_momentum", False),
+                                      ("batchnorm_adam_legacy", True)])
+def test_a_model_training_batchnorm_starts_its_probe_with_the_steps(name, bn):
+    """The first round starts with tf_keras's steps only where a mismatch at the noise floor is the rule."""
+    from types import SimpleNamespace
+
+    from k2to3.checks.trainingnoise import trains_batchnorm
+    from k2to3.upgrade import upgrade
+
+    with h5py.File(OPT / f"{name}.h5", "r") as f:
+        mc = json.loads(f.attrs["model_config"])
+        tc = json.loads(f.attrs["training_config"])
+    plan = upgrade(mc, tc)
+    assert trains_batchnorm(SimpleNamespace(plan=plan)) is bn  # type: ignore[arg-type]
+    for layer in mc["config"]["layers"]:  # a frozen BatchNormalization runs on its moving statistics
+        if layer["class_name"] == "BatchNormalization":
+            layer["config"]["trainable"] = False
+    assert trains_batchnorm(SimpleNamespace(plan=upgrade(mc, tc))) is False  # type: ignore[arg-type]
+
+
 @pytest.fixture(scope="module")
 def converted(pool, tmp_path_factory):
     from k2to3.core.options import ConvertOptions

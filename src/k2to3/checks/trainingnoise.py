@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -24,7 +25,6 @@ from k2to3.checks.reference_lane import hold_models, role, split
 from k2to3.core import arrayfile
 from k2to3.core.compare import NOISE_K
 from k2to3.core.seeds import SENSITIVITY_EPS
-from k2to3.upgrade.needs import walk_layers
 from k2to3.workers.pool import WorkerError, reply_or_error
 
 # Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds). Measured on
@@ -96,7 +96,15 @@ def trains_batchnorm(run: Run) -> bool:
     train to parity."""
     return any("BatchNormalization" in str(layer.get("class_name"))
                and (layer.get("config") or {}).get("trainable", True) is not False
-               for layer in walk_layers(run.plan.model))
+               for layer in _layers(run.plan.model))
+
+
+def _layers(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every layer of a plan's graph spec (upgrade/plan.py), nested models' included."""
+    for layer in spec.get("layers") or ():
+        yield layer
+        if layer.get("nested"):
+            yield from _layers(layer["nested"])
 
 
 _STARTING = threading.Lock()
