@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -130,19 +130,11 @@ def start_first_round(run: Run, ref: dict[str, Any], row: dict[str, Any] | None 
     if worker is None:  # no held reference to run on: measure() runs the rounds itself
         return
     with _STARTING:  # the reference's thread and the comparisons' thread may both get here
-        if "ahead" in state:
-            return
-        job, fut = _job(run, state["common"], 0, ahead_runs(run), keep=True, held_only=True), Future()
-        state["ahead"] = fut
-
-    def go() -> None:  # the worker serves one request at a time: a job queued on it after this one waits its turn
-        fut.set_running_or_notify_cancel()
-        try:
-            fut.set_result(job(worker))
-        except BaseException as exc:  # delivered through the future, as the pool's jobs
-            fut.set_exception(exc)
-
-    threading.Thread(target=go, name="k2to3-training-noise", daemon=True).start()
+        if "ahead" not in state:  # the worker serves one request at a time: a job after this one waits its turn
+            ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k2to3-training-noise")
+            state["ahead"] = ex.submit(_job(run, state["common"], 0, ahead_runs(run), keep=True, held_only=True),
+                                       worker)
+            ex.shutdown(wait=False)  # the job still runs; measure() waits on its future
 
 
 def ahead_runs(run: Run) -> int:
