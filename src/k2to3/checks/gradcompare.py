@@ -1,5 +1,5 @@
 """The gradient comparison (report section `gradients`, docs/report.md#gradients): per-variable figures of each
-backend's loss gradient against the reference's, tf_keras's own input sensitivity when it was probed, and the
+backend's loss gradient against the reference's, tf_keras's own float32 sensitivity when it was probed, and the
 section built from the workers' replies (numpy only)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import numpy as np
 from k2to3.checks.base import Run
 from k2to3.core import arrayfile
 from k2to3.core.compare import compare_arrays, per_backend
+from k2to3.core.seeds import SENSITIVITY_EPS
 
 TOP = 5
-SENSITIVITY_K = 10.0  # a mismatch up to this many times tf_keras's own input sensitivity is ill-conditioning
+SENSITIVITY_K = 10.0  # a mismatch up to this many times tf_keras's own sensitivity is ill-conditioning
 ILL_CONDITIONED = 0.01  # reference sensitivity (relative L2) above which the report says so
 
 
@@ -84,23 +85,26 @@ def _numeric(rows: list[dict[str, Any]], probed: bool) -> str | None:
     return "within_reference_sensitivity" if within else "mismatch"
 
 
-def add_sensitivity(section: dict[str, Any], ref_names: list[str], sens: list[float]) -> None:
-    """Give a built section tf_keras's input sensitivity per variable (probed after the fact: trainchecks.py)
-    without comparing the gradients again."""
+def add_sensitivity(section: dict[str, Any], ref_names: list[str], sens: list[float], change: dict[str, Any]
+                    ) -> None:
+    """Give a built section tf_keras's sensitivity per variable (probed after a mismatch: gradients._probe, under
+    the weight `change` it made) without comparing the gradients again."""
     for row in section.get("backends", {}).values():
         if "variables" in row:
             for r, v in zip(row["variables"], sens):
                 r["reference_sensitivity"] = v
             row["numeric_verdict"] = _numeric(row["variables"], True)
-    _sensitivity_summary(section, ref_names, sens)
+    _sensitivity_summary(section, ref_names, sens, change)
     _overall_numeric(section)
 
 
-def _sensitivity_summary(section: dict[str, Any], ref_names: list[str], sens: list[float]) -> None:
+def _sensitivity_summary(section: dict[str, Any], ref_names: list[str], sens: list[float],
+                         change: dict[str, Any]) -> None:
     i = int(np.argmax(sens))
-    section["reference"]["sensitivity"] = {"input_change": 1e-6, "max_rel_l2": sens[i], "variable": ref_names[i]}
+    section["reference"]["sensitivity"] = {**change, "max_rel_l2": sens[i], "variable": ref_names[i]}
     if sens[i] > ILL_CONDITIONED:
-        section["notes"].append(f"ill-conditioned: a 1e-6 relative change of the inputs moves tf_keras's own "
+        what = "the inputs" if "input_change" in change else "every weight"
+        section["notes"].append(f"ill-conditioned: a 1e-6 relative change of {what} moves tf_keras's own "
                                 f"gradient of '{ref_names[i]}' by {sens[i]:.3g} (relative L2); backends that "
                                 "round differently cannot agree closer (typical: BatchNormalization in training "
                                 "mode over few values per channel)")
@@ -160,14 +164,12 @@ def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, A
     ref_arrays = (early or {}).get("ref_arrays") if done else None
     if ref_arrays is None:
         ref_arrays = load_grads(ref_path, len(ref["names"]))
-    if golden and ref_path == run.arrays("grads-golden"):  # for a sensitivity probe after a mismatch: not read twice
-        run.state.setdefault("gradients", {})["reference_arrays"] = ref_arrays
     section["derandomized"] = sorted(set(ref.get("derandomized", [])).union(
         *(r.get("derandomized", []) for r in replies.values() if "error" not in r)))
     section["notes"] = sorted(set().union(*(r.get("notes", []) for r in replies.values() if "error" not in r)))
     sens = ref.get("sensitivity")
-    if sens:
-        _sensitivity_summary(section, ref["names"], sens)
+    if sens:  # the standalone check's, under a relative input change (workers/grads.py)
+        _sensitivity_summary(section, ref["names"], sens, {"input_change": SENSITIVITY_EPS})
 
     def one(b: str) -> dict[str, Any]:
         return done[b] if done.get(b) is not None else backend_row(run, b, replies[b], ref, ref_arrays, rt, at)

@@ -2,8 +2,8 @@
 each backend, compared with tf_keras's on the same seeded batch. Parent side, numpy only; the differentiation runs
 in the per-backend workers (workers/grads.py). With `--fit-steps`, and a tf_keras reference that trains, the first
 training step's own gradients are compared instead (training.carries_gradients: one backward pass per backend,
-one XLA compile on jax); tf_keras's training job then also takes the input-sensitivity probe of that step, and a
-mismatch gets its figures. A side that ran no training step gets the standalone check instead."""
+one XLA compile on jax); a mismatch then gets tf_keras's own float32 sensitivity of that step, from its runs on
+nudged weights (_probe). A side that ran no training step gets the standalone check instead."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import reference_lane, training
+from k2to3.checks import reference_lane, training, trainingnoise
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
 from k2to3.checks.gradcompare import add_sensitivity, backend_row, build_section, load_grads
 from k2to3.checks.rounds import longest_first, one_round
-from k2to3.core import arrayfile
-from k2to3.core.compare import rel_l2, single_threaded_blas
-from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
+from k2to3.core.compare import single_threaded_blas
+from k2to3.core.seeds import make_targets
 from k2to3.workers.pool import reply_or_error
 
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # defaults (docs/report.md#gradients); --grad-rtol / --grad-atol
@@ -115,13 +114,10 @@ class EarlyRows:
         self.run = run
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k2to3-gradients-compare")
         self._rows: dict[str, Future] = {}
-        self._sensitivity: Future | None = None
         self.ref_arrays: list[np.ndarray] | None = None
         run.state["training"]["early"].listen(self.backend)
 
     def backend(self, b: str, reply: dict[str, Any]) -> None:
-        if self._sensitivity is None:  # first in the thread's queue: tf_keras's own step replied before any row
-            self._sensitivity = self._pool.submit(self._nudged)
         self._rows[b] = self._pool.submit(self._row, b, reply)
 
     def _reference(self) -> dict[str, Any] | None:
@@ -131,19 +127,6 @@ class EarlyRows:
         if self.ref_arrays is None:
             self.ref_arrays = load_grads(self.run.arrays("grads-golden"), len(ref["grads"]["names"]))
         return ref
-
-    def _nudged(self) -> list[float] | None:
-        """The input-sensitivity figures of tf_keras's gradients (_probe), from the nudged step it took before its
-        steps, computed here rather than after the last backend's row."""
-        ref = self._reference()
-        if ref is None or "nudged_grads" not in ref:
-            return None
-        assert self.ref_arrays is not None
-        with single_threaded_blas():
-            return nudged_sensitivity(self.run, self.ref_arrays)
-
-    def sensitivity(self) -> list[float] | None:
-        return None if self._sensitivity is None else self._sensitivity.result()
 
     def _row(self, b: str, reply: dict[str, Any]) -> dict[str, Any] | None:
         ref = self._reference()
@@ -222,8 +205,7 @@ def prepare(run: Run, done: dict[str, Done]) -> None:
 def collect(run: Run, done: dict[str, Done]) -> None:
     try:
         _collect(run, done)
-    finally:  # build_section's copy of tf_keras's gradients, kept for _probe only
-        run.state.get("gradients", {}).pop("reference_arrays", None)
+    finally:
         early = run.state.get("gradients", {}).pop("early", None)
         if early is not None:
             early.close()
@@ -252,39 +234,19 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
 
 
 def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
-    """A mismatch of the step's gradients: is it the model's own conditioning? tf_keras takes the same step on
-    inputs changed by SENSITIVITY_EPS (relative); how far its gradients move is the reference sensitivity, and the
-    section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the ill-conditioned note)."""
-    o = run.options
-
-    def nudged(w: Any) -> Any:
-        return w.call("fit_golden", h5=str(run.reference_h5), inputs=run.npz("inputs"),
-                      targets=run.npz("fit-targets"), steps=1, loss=o.loss, nudge=SENSITIVITY_EPS,
-                      weights_out=run.arrays("fit-ref-nudged"), grads_out=run.arrays("grads-golden-nudged"),
-                      **run.golden_args)
-
-    if "nudged_grads" not in ref:  # not taken with the steps (a large non-trainable state): its own job now
-        run.progress("--grads: the gradients differ; probing tf_keras's own sensitivity to a 1e-6 input change")
-        where = reference_lane.role(run)
-        got = reply_or_error(run.pool.run({where: [nudged]}, run.weight_bytes)[where][0])
-        if "grads" not in got:
-            return
-    early = run.state["gradients"].get("early")
-    sens = early.sensitivity() if early is not None and "nudged_grads" in ref else None
-    if sens is None:
-        n = len(ref["grads"]["names"])
-        golden = run.state["gradients"].pop("reference_arrays", None)  # build_section's copy of grads-golden
-        with single_threaded_blas():
-            sens = nudged_sensitivity(run, golden if golden is not None else load_grads(run.arrays("grads-golden"), n))
-    add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens)
+    """A mismatch of the step's gradients: is it float32 rounding the model amplifies? tf_keras's own first step
+    from the file's weights each moved by ±1e-6 relative (the training noise probe's runs, workers/fitnoise.py: taken
+    with them when they ran, else one run now, stopped at the gradients); how far its gradients move is the reference
+    sensitivity, and the section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the
+    ill-conditioned note). Weights, not inputs: BatchNormalization normalises a uniform input change away, and the
+    training noise probe's runs give these figures at no extra cost when it ran."""
+    runs = trainingnoise.gradient_runs(run)
+    if not runs:
+        return
+    sens = [max(c[i] for c in runs) for i in range(len(ref["grads"]["names"]))]
+    add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens,
+                    {"weights_moved_by": trainingnoise.NUDGE_EPS, "runs": len(runs)})
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
-
-
-def nudged_sensitivity(run: Run, golden: list[np.ndarray]) -> list[float]:
-    """Per variable, how far tf_keras's gradients move when the inputs move by SENSITIVITY_EPS: the relative L2 of
-    its nudged step's gradients (grads-golden-nudged) against its own."""
-    nudged = arrayfile.read(run.arrays("grads-golden-nudged"))
-    return [rel_l2(b, g) for b, g in zip(nudged, golden)]
 
 
 def outcome(report: dict[str, Any]) -> str | None:
@@ -330,12 +292,14 @@ def markdown(report: dict[str, Any]) -> list[str]:
 
 
 def console(report: dict[str, Any]) -> list[str]:
+    g = report.get("gradients") or {}
+    what = "input" if "input_change" in (g.get("reference") or {}).get("sensitivity", {}) else "weight"
     return [f"gradients {b}: {v['status']}" + (f": {v.get('error')}" if v["status"] == "error" else
             f", max rel L2 {v['max_rel_l2']:.3g}, min cosine {v['min_cosine']:.6f}, first divergent "
             f"{v['first_divergent_variable'] or 'none'}"
-            + (" (within tf_keras's own sensitivity to a 1e-6 input change: not a conversion error)"
+            + (f" (within tf_keras's own sensitivity to a 1e-6 {what} change: not a conversion error)"
                if v["status"] == "mismatch" and v.get("numeric_verdict") == "within_reference_sensitivity" else ""))
-            for b, v in (report.get("gradients") or {}).get("backends", {}).items()]
+            for b, v in g.get("backends", {}).items()]
 
 
 CHECK = Check(key="gradients", title="Gradients", stage=3, stage_for=stage_for, applies=applies, jobs=jobs,

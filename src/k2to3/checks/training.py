@@ -23,7 +23,7 @@ from k2to3.checks.slotstate import state_as_loaded
 from k2to3.core import arrayfile
 from k2to3.core.compare import compare_arrays, single_threaded_blas
 from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
-from k2to3.core.seeds import SENSITIVITY_EPS, make_targets
+from k2to3.core.seeds import make_targets
 from k2to3.errors import InputError
 from k2to3.upgrade.optimizers import reference_compiles
 from k2to3.workers.pool import reply_or_error
@@ -193,7 +193,7 @@ def applies(run: Run) -> bool:
 def jobs(run: Run) -> Jobs:
     """The tf_keras reference first on the tensorflow worker, every backend's steps side by side as the pool
     allows. When the steps carry the gradient check, every side also saves its first step's gradients, and tf_keras
-    takes the sensitivity probe (the step on nudged inputs) while it holds the model."""
+    holds them for the noise probe's runs, which measure the gradients' float32 floor as well."""
     opts, steps, step_grads = run.options, run.options.fit_steps, carries_gradients(run)
     targets = Targets(run)
     if run.outputs is not None or run.given is not None:
@@ -203,15 +203,16 @@ def jobs(run: Run) -> Jobs:
             read_targets(opts.targets, int(z[z.files[0]].shape[0]))
     common = {"inputs": run.npz("inputs"), "targets": targets.path, "steps": steps, "loss": opts.loss}
     # a mismatch's noise probe runs the same steps, on the reference held in its worker (trainingnoise.py)
-    run.state["training"] = {"common": common, "held": reference_lane.hold_models(run), "targets": targets}
+    # with the gradients: the probe's runs measure their first step's gradients too (the gradients' floor)
+    run.state["training"] = {"common": common, "held": reference_lane.hold_models(run), "targets": targets,
+                             "step_grads": step_grads}
     rtol, atol = REDUCED_FIT_TOLERANCE if set(run.report.get("dtype_policies") or ()) & REDUCED \
         else (FIT_RTOL, FIT_ATOL)
     run.report["training"] = {"steps": steps, "rtol": rtol, "atol": atol,
                               "targets": str(opts.targets) if opts.targets else "seeded",
                               "loss": opts.loss or "training_config",
                               "randomness": "dropout and noise rates set to 0 on both sides", "backends": {}}
-    probe = {"grads_out": run.arrays("grads-golden"), "nudged_grads_out": run.arrays("grads-golden-nudged"),
-             "nudge_eps": SENSITIVITY_EPS} if step_grads else {}
+    probe = {"grads_out": run.arrays("grads-golden")} if step_grads else {}
 
     early = run.state["training"]["early"] = EarlyCompare(run)
 
@@ -384,14 +385,14 @@ def _collect(run: Run, done: dict[str, Done], early: EarlyCompare) -> None:
 
 
 def explain(report: dict[str, Any]) -> None:
-    """Weights after the step differ as the step's gradients do: when those are within tf_keras's own input
+    """Weights after the step differ as the step's gradients do: when those are within tf_keras's own float32
     sensitivity, say so beside the training verdict (information only, like every numeric_verdict)."""
     training, grads = report.get("training") or {}, report.get("gradients") or {}
     if training.get("status") == "mismatch" and grads.get("numeric_verdict") == "within_reference_sensitivity":
         training["numeric_verdict"] = "within_reference_sensitivity"
         training["note"] = ("this step's gradients differ from tf_keras's no more than tf_keras's own do under a 1e-6 "
-                            "input change (gradients.numeric_verdict): the weights after the step differ as the "
-                            "gradients do; an ill-conditioned step, not a conversion error")
+                            "relative change of its weights (gradients.numeric_verdict): the weights after the step "
+                            "differ as the gradients do; an ill-conditioned step, not a conversion error")
 
 
 def outcome(report: dict[str, Any]) -> str | None:

@@ -82,9 +82,12 @@ def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
 def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False) -> WorkerJob:
     outs, seeds = _outs(run, first, n)
 
+    grads = {"grads": True, "ref_grads": run.arrays("grads-golden")} if run.state["training"].get("step_grads") \
+        else {}
+
     def job(w: Any) -> Any:
         return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
-                      held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **run.golden_args)
+                      held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **grads, **run.golden_args)
 
     return job
 
@@ -242,6 +245,8 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
         floors = _floors(len(ref_w), runs, floors)
         for r in reply["runs"]:
             losses.append(r["losses"])
+            if r.get("grad_changes") is not None:  # the gradients' float32 floor (gradients.py), from the same runs
+                run.state["training"].setdefault("grad_runs", []).append(r["grad_changes"])
             if ref_losses.size:
                 diff = np.abs(np.asarray(r["losses"], np.float64) - ref_losses)
                 loss_floor = max(loss_floor, float(np.max(diff)))
@@ -261,6 +266,42 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
         if verdicts[b]["verdict"] == WITHIN:
             backends[b]["status"] = WITHIN
     run.timings["training_noise_seconds"] = round(time.perf_counter() - t0, 3)
+
+
+# One run when the training check took none: the gradients' bound (gradcompare.SENSITIVITY_K = 10) leaves the
+# margin more runs would give a weight's floor (measured: see docs/report.md#gradients).
+GRAD_RUNS = 1
+
+
+def gradient_runs(run: Run) -> list[list[float]]:
+    """The float32 floor of the training step's gradients (checks/gradients.py, after a gradient mismatch): for each
+    nudged run, the relative L2 change of tf_keras's first-step gradient per variable. The runs the training noise
+    probe took (measure(), or its first round started with the steps when training needed no probe); else a run
+    of its own now, stopped at the gradients (nothing applied)."""
+    state = run.state.get("training") or {}
+    if state.get("grad_runs"):
+        return state["grad_runs"]
+    ahead = state.get("ahead")
+    if ahead is not None:
+        got = reply_or_error(ahead)
+        runs = [r["grad_changes"] for r in got.get("runs") or () if r.get("grad_changes") is not None]
+        if runs:
+            return runs
+    run.progress("--grads: the gradients differ; tf_keras takes its first step again with nudged weights to "
+                 "measure its own float32 sensitivity")
+    seeds = [NUDGE_SEED + i for i in range(GRAD_RUNS)]  # the training probe's first runs: the same floor
+
+    def job(w: Any) -> Any:
+        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=[""] * len(seeds), eps=NUDGE_EPS,
+                      seeds=seeds, grads_only=True, ref_grads=run.arrays("grads-golden"), **state["common"],
+                      **run.golden_args)
+
+    try:
+        where = role(run)
+        got = reply_or_error(run.pool.run({where: [job]}, run.weight_bytes)[where][0])
+    except WorkerError as exc:
+        got = {"error": exc.message}
+    return [r["grad_changes"] for r in got.get("runs") or () if r.get("grad_changes") is not None]
 
 
 def cell(noise: dict[str, Any] | None) -> str:

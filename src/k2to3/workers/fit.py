@@ -122,15 +122,10 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     model, inner, noise, source = ref.model, ref.inner, ref.noise, ref.source
     opt = model.optimizer
     x, y = load_batch(req)
-    if req.get("nudge"):  # the input-sensitivity probe of the step's gradients (checks/gradients.py)
-        from k2to3.workers.grads import nudge
-
-        x = nudge(x, float(req["nudge"]))
     spy, step_seconds = None, []
     if req.get("hold"):  # the state before the steps, for a noise probe on this same model (workers/fitnoise.py)
         state = step_state(model, inner)
         held.hold("reference", reference_key(req), (ref, state, [np.array(v) for v in state]))
-    probed = _probe_step(model, x, y, req) if req.get("nudged_grads_out") else None
     if req.get("grads_out"):
         from k2to3.workers.stepgrads import GoldenStepGrads
 
@@ -144,46 +139,15 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
              "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
              "iterations_after": int(np.asarray(inner.iterations)), "batchnorm_unfused": ref.unfused}
     if spy is not None:
-        reply["grads"] = _save_step_grads(req["grads_out"], spy.take(), spy.variables,
+        spy.remove()
+        grads = spy.take()
+        reply["grads"] = _save_step_grads(req["grads_out"], grads, spy.variables,
                                           [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
                                           {"derandomized": noise, "keras_version": tf_keras.__version__})
-    if probed is not None:
-        reply["nudged_grads"] = probed
+        if req.get("hold"):  # the noise probe's runs measure their gradients against these (workers/fitnoise.py)
+            held.hold("reference_grads", reference_key(req),
+                      [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(spy.variables, grads)])
     return reply
-
-
-# A training forward pass updates the non-trainable state (BatchNormalization's moving statistics): the probe
-# keeps a copy to put back, up to this size (a larger frozen part gets the probe as its own job, on a mismatch).
-PROBE_STATE_BYTES = 64 << 20
-
-
-def _probe_step(model: Any, x: Any, y: Any, req: dict[str, Any]) -> dict[str, Any] | None:
-    """The input-sensitivity probe of the step's gradients (checks/gradients.py), taken before the steps while the
-    model is loaded: the same step on inputs scaled by (1 + nudge), stopped at the gradients (nothing applied),
-    and the non-trainable state put back, so the steps that follow start where the file does. On a machine with
-    spare cores it runs beside the other backends' steps instead of after them."""
-    from k2to3.workers.grads import nudge
-    from k2to3.workers.stepgrads import GoldenStepGrads
-
-    state = list(model.non_trainable_weights)
-    if sum(int(np.prod(v.shape)) * v.dtype.size for v in state) > PROBE_STATE_BYTES:
-        return None
-    saved = [np.array(v) for v in state]
-    spy = GoldenStepGrads(model, apply=False)
-    t0 = time.perf_counter()
-    try:
-        model.reset_metrics()
-        loss = float(np.asarray(model.train_on_batch(nudge(x, float(req["nudge_eps"])), y, return_dict=True)["loss"]))
-        grads = spy.take()
-    except Exception:  # the probe must never cost the reference: after a mismatch it runs as its own job
-        return None
-    finally:
-        spy.remove()
-        for v, a in zip(state, saved):
-            v.assign(a)
-    model.reset_metrics()
-    return _save_step_grads(req["nudged_grads_out"], grads, spy.variables,
-                            [v.name.split(":")[0] for v in spy.variables], loss, time.perf_counter() - t0, {})
 
 
 OPS = {"fit": op_fit, "fit_golden": op_fit_golden}

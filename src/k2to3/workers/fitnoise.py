@@ -3,7 +3,11 @@ sensitivity of the `--fit-steps` steps to float32 rounding. The original file lo
 (workers/fit.py), then the same steps on the same batch from the file's state with every trainable weight moved by a
 few float32 ulps (restore_nudged), once per seed, the model and the optimizer put back between the runs. Each run's
 change to each weight (its largest absolute difference from the reference's own steps) is measured here and replied;
-the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch."""
+the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch.
+
+With `grads` each run also keeps its first step's gradients and replies how far each moved from the reference's
+(`grad_changes`, relative L2): the float32 sensitivity of the step's gradients that a gradient mismatch is judged
+against (checks/gradients.py). `grads_only` takes that first step's gradients alone, nothing applied."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.core import arrayfile
+from k2to3.core.compare import rel_l2
 from k2to3.workers import held
 from k2to3.workers.fit import layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.reference import load_reference, reference_key, step_state
@@ -47,6 +52,22 @@ def reference_after(req: dict[str, Any]) -> list[np.ndarray] | None:
     return got
 
 
+def reference_grads(req: dict[str, Any]) -> list[np.ndarray] | None:
+    """tf_keras's gradients of its own first step (fit_golden): held when it ran here with `hold`, else read."""
+    got = held.take("reference_grads", reference_key(req), keep=True)
+    if got is None and req.get("ref_grads"):
+        got = arrayfile.read(req["ref_grads"])
+    return got
+
+
+def _grad_changes(spy: Any, ref: list[np.ndarray] | None) -> list[float] | None:
+    """Per trainable variable, the relative L2 change of the run's first-step gradient from the reference's."""
+    if ref is None:
+        return None
+    got = spy.take()
+    return [rel_l2(np.zeros_like(r) if g is None else g, r) for g, r in zip(got, ref)]
+
+
 def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     """One run per seed of `seeds`; the reference held by fit_golden (`hold`) when it is this run's, else loaded
     again (unless `held_only`). `keep` holds it for a next call (more runs); without it the held model is
@@ -65,13 +86,29 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     ref, state, saved = got
     model, inner = ref.model, ref.inner
     x, y = load_batch(req)
-    after = reference_after(req)
+    only = bool(req.get("grads_only"))
+    after = None if only else reference_after(req)
+    ref_grads = reference_grads(req) if req.get("grads") or only else None
     runs, names, loaded = [], [], time.perf_counter() - t0
     for seed, out in zip(req["seeds"], req["weights_out"]):
         restore_nudged(model, state, saved, float(req["eps"]), np.random.default_rng(int(seed)))
-        losses = train_steps(model, x, y, int(req["steps"]))
-        names, arrays = layer_weights(model, np.asarray)
+        spy = None
+        if ref_grads is not None:
+            from k2to3.workers.stepgrads import GoldenStepGrads
+
+            spy = GoldenStepGrads(model, apply=not only)
+        try:
+            losses = train_steps(model, x, y, 1 if only else int(req["steps"]))
+        finally:
+            if spy is not None:
+                spy.remove()
         run = {"seed": int(seed), "losses": losses, "iterations_after": int(np.asarray(inner.iterations))}
+        if spy is not None:
+            run["grad_changes"] = _grad_changes(spy, ref_grads)
+        if only:
+            runs.append(run)
+            continue
+        names, arrays = layer_weights(model, np.asarray)
         if after is not None and len(after) == len(arrays):
             # the run's change to each weight, measured here: no copy of every weight through a file per run
             run["changes"] = [float(np.max(np.abs(a - r))) if r.size else 0.0 for a, r in zip(arrays, after)]
@@ -82,6 +119,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
         held.hold("reference", key, got)
     else:
         held.take("reference_after", key)  # released with the reference
+        held.take("reference_grads", key)
     return {"available": True, "runs": runs, "weight_names": names, "state_source": ref.source,
             "load_seconds": loaded, "seconds": time.perf_counter() - t0}
 
