@@ -70,6 +70,37 @@ def test_library_refuses_before_reading(tmp_path):
                 check_file(p)
 
 
+def test_a_file_changed_after_its_check_is_checked_again(tmp_path):
+    """A file that passed is not walked again while unchanged (the same run opens it in several places), and one
+    written afterwards is, even with its modification time put back: an external link added in place is refused."""
+    import os
+    import shutil
+
+    import h5py
+
+    from k2to3.core import h5safe
+    from k2to3.errors import InputError
+
+    p = tmp_path / "m.h5"
+    shutil.copy(hostile.BASE, p)
+    h5safe.check_file(p)
+    walks = []
+    real = h5safe.check_open
+    h5safe.check_open = lambda *a: (walks.append(a[0]), real(*a))[1]
+    try:
+        h5safe.check_file(p)
+        assert walks == []  # unchanged: not walked again
+        st = os.stat(p)
+        with h5py.File(p, "a") as f:
+            f["model_weights/elsewhere"] = h5py.ExternalLink("/etc/hostname", "/")
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        with pytest.raises(InputError, match="external link"):
+            h5safe.check_file(p)
+        assert walks == [p]
+    finally:
+        h5safe.check_open = real
+
+
 def test_tensor_cap_is_configurable(tmp_path):
     """K2TO3_MAX_TENSOR_BYTES lowers (or raises) the per-tensor cap; the real fixture passes at the default."""
     r = k2to3("audit", str(hostile.BASE), "-o", str(tmp_path / "a"), "--format", "json")
