@@ -142,11 +142,14 @@ def start_first_round(run: Run, ref: dict[str, Any], row: dict[str, Any] | None 
 
 def ahead_runs(run: Run) -> int:
     """How many runs the job queued with the steps takes: the first round's, and the second's too when the reference
-    has a worker of its own (reference_lane.py). That worker is otherwise idle while the parent compares the last
-    backend's steps; the second run ready then is what a mismatch the first does not explain asks for next (ResNet50:
-    2.5 s off the end of the run). measure() still judges round by round: a run the verdict did not need is not
-    counted, nor reported."""
-    return ROUNDS[0] + (ROUNDS[1] if split(run) else 0)
+    has a worker of its own (reference_lane.py) and a core no other worker of the run needs. That worker is otherwise
+    idle while the parent compares the last backend's steps, and the second run is what a mismatch the first does not
+    explain asks for next (ResNet50: 2.5 s off the end of the run when it was needed). On fewer cores the run is
+    CPU-bound, and a run the verdict may not need is paid for in wall time (ResNet50 `--grads --fit-steps 1`, 2 cores:
+    2.5 core-seconds; one run explained both backends there). measure() judges round by round either way: a run the
+    verdict did not need is not counted, nor reported."""
+    spare = run.pool.cores > len(set(run.backends) | {"tensorflow"}) + 1
+    return ROUNDS[0] + (ROUNDS[1] if split(run) and spare else 0)
 
 
 def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.ndarray]
