@@ -91,6 +91,18 @@ def lazy_zeros(shape: tuple[int, ...], dtype: Any) -> Any:
     return np.zeros(shape, dtype)
 
 
+def host_ones(shape: tuple[int, ...], dtype: Any) -> Any:
+    """A tensor of ones of the running backend made from a host array: on jax, jnp.ones compiles a program per
+    shape; elsewhere keras.ops.ones."""
+    import keras
+
+    if keras.backend.backend() == "jax" and _kind(dtype) in "fiub":
+        import jax
+
+        return jax.device_put(np.ones(shape, dtype))
+    return keras.ops.ones(shape, dtype)
+
+
 def _kind(dtype: Any) -> str:
     try:
         return np.dtype(dtype).kind
