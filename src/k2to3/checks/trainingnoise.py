@@ -79,17 +79,30 @@ def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
     return [run.arrays(f"fit-noise-{i}") for i in ids], [NUDGE_SEED + i for i in ids]
 
 
-def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False) -> WorkerJob:
+def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False,
+         grads_only: bool = False) -> WorkerJob:
     outs, seeds = _outs(run, first, n)
-
-    grads = {"grads": True, "ref_grads": run.arrays("grads-golden")} if run.state["training"].get("step_grads") \
-        else {}
+    grads = {"grads": True, "ref_grads": run.arrays("grads-golden"), "grads_only": grads_only} \
+        if run.state["training"].get("step_grads") else {}
 
     def job(w: Any) -> Any:
         return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
                       held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **grads, **run.golden_args)
 
     return job
+
+
+def _reply(run: Run, job: WorkerJob) -> dict[str, Any]:
+    """A probe job's reply, on the worker that holds the reference when there is one."""
+    try:
+        where = role(run)
+        return reply_or_error(run.pool.run({where: [job]}, run.weight_bytes)[where][0])
+    except WorkerError as exc:
+        return {"error": exc.message}
+
+
+def _grad_changes(reply: dict[str, Any]) -> list[list[float]]:
+    return [r["grad_changes"] for r in reply.get("runs") or () if r.get("grad_changes") is not None]
 
 
 def trains_batchnorm(run: Run) -> bool:
@@ -175,12 +188,7 @@ def _changes(weights: list[np.ndarray], ref_w: list[np.ndarray]) -> list[float]:
 def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref_w: list[np.ndarray]
            ) -> tuple[dict[str, Any], list[list[float]]]:
     """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
-    try:
-        where = role(run)  # the worker that holds the reference
-        reply = reply_or_error(run.pool.run({where: [_job(run, common, first, n, keep)]}, run.weight_bytes)[where][0])
-    except WorkerError as exc:
-        reply = {"error": exc.message}
-    return _read(run, reply, first, n, ref_w)
+    return _read(run, _reply(run, _job(run, common, first, n, keep)), first, n, ref_w)
 
 
 def _floors(n_weights: int, runs: list[list[float]], floors: list[float] | None) -> list[float]:
@@ -284,27 +292,13 @@ def gradient_runs(run: Run) -> list[list[float]]:
     state = run.state.get("training") or {}
     if state.get("grad_runs"):
         return state["grad_runs"]
-    ahead = state.get("ahead")
-    if ahead is not None:
-        got = reply_or_error(ahead)
-        runs = [r["grad_changes"] for r in got.get("runs") or () if r.get("grad_changes") is not None]
-        if runs:
-            return runs
+    runs = _grad_changes(reply_or_error(state["ahead"])) if state.get("ahead") is not None else []
+    if runs:
+        return runs
     run.progress("--grads: the gradients differ; tf_keras takes its first step again with nudged weights to "
                  "measure its own float32 sensitivity")
-    seeds = [NUDGE_SEED + i for i in range(GRAD_RUNS)]  # the training probe's first runs: the same floor
-
-    def job(w: Any) -> Any:
-        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=[""] * len(seeds), eps=NUDGE_EPS,
-                      seeds=seeds, grads_only=True, ref_grads=run.arrays("grads-golden"), **state["common"],
-                      **run.golden_args)
-
-    try:
-        where = role(run)
-        got = reply_or_error(run.pool.run({where: [job]}, run.weight_bytes)[where][0])
-    except WorkerError as exc:
-        got = {"error": exc.message}
-    return [r["grad_changes"] for r in got.get("runs") or () if r.get("grad_changes") is not None]
+    # the training probe's first seeds: the same floor whichever took it
+    return _grad_changes(_reply(run, _job(run, state["common"], 0, GRAD_RUNS, keep=False, grads_only=True)))
 
 
 def cell(noise: dict[str, Any] | None) -> str:

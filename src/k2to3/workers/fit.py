@@ -51,10 +51,15 @@ def train_steps(model: Any, x: Any, y: Any, n: int, after_first: Any = None) -> 
     return losses
 
 
+def dense(grads: list[np.ndarray | None], variables: list[Any]) -> list[np.ndarray]:
+    """A step's gradients with zeros where a variable is not connected to the loss (None)."""
+    return [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
+
+
 def _save_step_grads(path: str, grads: list[np.ndarray | None], variables: list[Any], names: list[str],
                      loss: float, seconds: float, extra: dict[str, Any]) -> dict[str, Any]:
     """Save the first step's gradients as workers/grads.py saves its own, and the reply's `grads` entry."""
-    arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(variables, grads)]
+    arrays = dense(grads, variables)
     arrayfile.write(path, arrays)
     return {"names": names, "shapes": [list(a.shape) for a in arrays],
             "none": [n for n, g in zip(names, grads) if g is None], "loss": loss, "grad_seconds": seconds,
@@ -145,8 +150,7 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
                                           [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
                                           {"derandomized": noise, "keras_version": tf_keras.__version__})
         if req.get("hold"):  # the noise probe's runs measure their gradients against these (workers/fitnoise.py)
-            held.hold("reference_grads", reference_key(req),
-                      [np.zeros(tuple(v.shape), np.float32) if g is None else g for v, g in zip(spy.variables, grads)])
+            held.hold("reference_grads", reference_key(req), dense(grads, spy.variables))
     return reply
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2
 from k2to3.workers import held
-from k2to3.workers.fit import layer_weights, load_batch, save_weights, train_steps
+from k2to3.workers.fit import dense, layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.reference import load_reference, reference_key, step_state
 
 
@@ -66,8 +66,7 @@ def _grad_changes(spy: Any, ref: list[np.ndarray] | None) -> list[float] | None:
     """Per trainable variable, the relative L2 change of the run's first-step gradient from the reference's."""
     if ref is None:
         return None
-    got = spy.take()
-    return [rel_l2(np.zeros_like(r) if g is None else g, r) for g, r in zip(got, ref)]
+    return [rel_l2(g, r) for g, r in zip(dense(spy.take(), spy.variables), ref)]
 
 
 def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
