@@ -352,6 +352,16 @@ def single_threaded_blas() -> Any:
 PARALLEL_MAX_BYTES = 64 << 20
 
 
+def diff_l2(got: np.ndarray, ref: np.ndarray) -> float:
+    """||got - ref|| in float64: how far a whole tensor moved (the training noise floor's statistic,
+    checks/trainingnoise.py), where the largest element alone is an extreme value that varies 3x between seeds."""
+    if not ref.size:
+        return 0.0
+    d = got.astype(np.float64)
+    np.subtract(d, ref, out=d)
+    return float(np.sqrt(np.dot(d.ravel(), d.ravel())))
+
+
 def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
     """||got - ref|| / ||ref|| in float64 (0 when both are zero, inf when only ref is)."""
     g, r = got.astype(np.float64), ref.astype(np.float64)

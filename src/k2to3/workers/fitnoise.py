@@ -2,7 +2,8 @@
 sensitivity of the `--fit-steps` steps to float32 rounding. The original file loaded once, as the reference is
 (workers/fit.py), then the same steps on the same batch from the file's state with every trainable weight moved by a
 few float32 ulps (restore_nudged), once per seed, the model and the optimizer put back between the runs. Each run's
-change to each weight (its largest absolute difference from the reference's own steps) is measured here and replied;
+change to each weight (its largest absolute difference from the reference's own steps, and the L2 norm of that
+difference) is measured here and replied;
 the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch.
 
 With `grads` each run also keeps its first step's gradients and replies how far each moved from the reference's
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.core import arrayfile
-from k2to3.core.compare import rel_l2
+from k2to3.core.compare import diff_l2, rel_l2
 from k2to3.workers import held
 from k2to3.workers.fit import dense, layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.reference import load_reference, reference_key, step_state
@@ -113,6 +114,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
         if after is not None and len(after) == len(arrays):
             # the run's change to each weight, measured here: no copy of every weight through a file per run
             run["changes"] = [float(np.max(np.abs(a - r))) if r.size else 0.0 for a, r in zip(arrays, after)]
+            run["l2_changes"] = [diff_l2(a, r) for a, r in zip(arrays, after)]
         else:
             save_weights(out, names, arrays)
         runs.append(run)
