@@ -438,9 +438,8 @@ def markdown(report: dict[str, Any]) -> list[str]:
         lines.append(f"\nEvery difference outside rtol={t['rtol']:g}, atol={t['atol']:g} is within float32 training "
                      f"noise: in L2 norm at most k={trainingnoise.NOISE_K:g} times the change tf_keras's own steps "
                      "make to that weight when its own weights move by a relative 1e-6, largest over its runs (its "
-                     "floor), "
-                     f"and in its largest element at most {trainingnoise.ABS_K:g} times; the strict figures stay "
-                     "above.")
+                     f"floor), and in its largest element at most {trainingnoise.ABS_K:g} times; the strict figures "
+                     "stay above.")
         for b, v in t["backends"].items():
             for w in (v.get("noise") or {}).get("weights") or []:
                 lines.append(f"- {b} `{w['weight']}`: L2 {fmt(w['l2'])}, floor {fmt(w['l2_floor'])}, k={w['k']:.2g}; "

@@ -25,7 +25,7 @@ import numpy as np
 from k2to3.checks.base import Run, WorkerJob
 from k2to3.checks.reference_lane import hold_models, role, split
 from k2to3.core import arrayfile
-from k2to3.core.compare import NOISE_K, diff_l2
+from k2to3.core.compare import NOISE_K, weight_changes
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.pool import WorkerError, reply_or_error
 
@@ -186,16 +186,8 @@ def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.nd
         if "changes" in r:
             changes.append((r["changes"], r["l2_changes"]))
             continue
-        changes.append(_changes(arrayfile.read(out), ref_w))
+        changes.append(weight_changes(arrayfile.read(out), ref_w))
     return reply, changes
-
-
-def _changes(weights: list[np.ndarray], ref_w: list[np.ndarray]) -> Floors:
-    """Per weight, the largest absolute difference from the reference's (in the weights' own dtype: the difference
-    of two close float32 numbers is exact) and the L2 norm of the difference (the worker measures both the same
-    way, workers/fitnoise.py)."""
-    return ([float(np.max(np.abs(w - r))) if r.size else 0.0 for w, r in zip(weights, ref_w)],
-            [diff_l2(w, r) for w, r in zip(weights, ref_w)])
 
 
 def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref_w: list[np.ndarray]
@@ -207,9 +199,9 @@ def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref
 def _floors(n_weights: int, runs: list[Floors], floors: Floors | None) -> Floors:
     """Per weight: the largest change the runs make to it (`runs`: each run's changes), in its largest element and
     in L2 norm, with `floors` of earlier runs."""
-    new = tuple([max((c[j][i] for c in runs), default=0.0) for i in range(n_weights)] for j in (0, 1))
-    return (new[0], new[1]) if floors is None else \
-        ([max(a, b) for a, b in zip(floors[0], new[0])], [max(a, b) for a, b in zip(floors[1], new[1])])
+    seen = [*runs, *([floors] if floors is not None else [])]
+    abs_f, l2_f = ([max((c[j][i] for c in seen), default=0.0) for i in range(n_weights)] for j in (0, 1))
+    return abs_f, l2_f
 
 
 def _k(err: float, floor: float) -> float:

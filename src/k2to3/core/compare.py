@@ -362,11 +362,18 @@ def diff_l2(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.sqrt(np.dot(d.ravel(), d.ravel())))
 
 
+def weight_changes(weights: list[np.ndarray], ref_w: list[np.ndarray]) -> tuple[list[float], list[float]]:
+    """Per weight, how far it is from the reference's: its largest absolute difference (in the weights' own dtype:
+    the difference of two close float32 numbers is exact) and the L2 norm of the difference. The training noise
+    probe's measure of one run (workers/fitnoise.py measures it there, checks/trainingnoise.py from a saved run)."""
+    return ([float(np.max(np.abs(w - r))) if r.size else 0.0 for w, r in zip(weights, ref_w)],
+            [diff_l2(w, r) for w, r in zip(weights, ref_w)])
+
+
 def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
     """||got - ref|| / ||ref|| in float64 (0 when both are zero, inf when only ref is)."""
-    g, r = got.astype(np.float64), ref.astype(np.float64)
-    n = float(np.linalg.norm(r))
-    return float(np.linalg.norm(g - r) / n) if n > 0 else (0.0 if not g.any() else float("inf"))
+    n = float(np.linalg.norm(ref.astype(np.float64)))
+    return diff_l2(got, ref) / n if n > 0 else (0.0 if not got.any() else float("inf"))
 
 
 def value_digest(a: np.ndarray) -> str:

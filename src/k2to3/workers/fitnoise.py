@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.core import arrayfile
-from k2to3.core.compare import diff_l2, rel_l2
+from k2to3.core.compare import rel_l2, weight_changes
 from k2to3.workers import held
 from k2to3.workers.fit import dense, layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.reference import load_reference, reference_key, step_state
@@ -113,8 +113,7 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
         names, arrays = layer_weights(model, np.asarray)
         if after is not None and len(after) == len(arrays):
             # the run's change to each weight, measured here: no copy of every weight through a file per run
-            run["changes"] = [float(np.max(np.abs(a - r))) if r.size else 0.0 for a, r in zip(arrays, after)]
-            run["l2_changes"] = [diff_l2(a, r) for a, r in zip(arrays, after)]
+            run["changes"], run["l2_changes"] = weight_changes(arrays, after)
         else:
             save_weights(out, names, arrays)
         runs.append(run)
