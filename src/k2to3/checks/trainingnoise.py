@@ -5,12 +5,13 @@ BatchNormalization) into a step of the learning rate's size, so the weights afte
 tf_keras's by 1e-3 while every computation agrees to float32 rounding.
 
 tf_keras measures its own sensitivity: the same steps from the file's state, each trainable weight moved by ±1e-6
-relative, in up to four runs (workers/fitnoise.py). Each weight that failed the strict tolerance gets its floors,
-the largest change those runs make to it: in L2 norm over the tensor and in its largest element. k = the backend's
-error / floor in L2 norm, k_abs the same in the largest element; within float32 training noise when every k <= NOISE_K
-(the outputs' bound), the losses included, and every k_abs <= ABS_K. A mismatch rounding cannot explain (a lost
-iteration count, a slot loaded differently from the file, a different number of weights) is not measured: it stays a
-mismatch."""
+relative, in up to four runs (workers/fitnoise.py), then, only when a weight is still unexplained, in up to six runs
+with ±1e-5 (a training step's discrete events: see WIDE_EPS). Each weight that failed the strict tolerance gets its
+floors, the largest change those runs make to it: in L2 norm over the tensor and in its largest element. k = the
+backend's error / floor in L2 norm, k_abs the same in the largest element; within float32 training noise when every
+k <= NOISE_K (the outputs' bound), the losses included, and every k_abs <= ABS_K. A mismatch rounding cannot explain
+(a lost iteration count, a slot loaded differently from the file, a different number of weights) is not measured: it
+stays a mismatch."""
 
 from __future__ import annotations
 
@@ -35,9 +36,22 @@ from k2to3.workers.pool import WorkerError, reply_or_error
 # four 2.5e-3, for backend errors of 2.1e-3 to 2.6e-3 there. A uniform scale of the inputs (the gradients' probe)
 # moved it 0.7e-3 only: the first BatchNormalization normalises the scale away.
 # The runs go in rounds of 1, 1 and 2: floors only grow with runs, so once the runs so far explain every difference
-# more runs cannot change the verdict, and they run only while they do not (fewer runs is the stricter test).
-ROUNDS, NUDGE_EPS, NUDGE_SEED = (1, 1, 2), SENSITIVITY_EPS, 25
-RUNS = sum(ROUNDS)
+# more runs cannot change the verdict, and they run only while they do not (fewer runs is the stricter test). A
+# backend's verdict is taken at the first round that explains it, with that round's floors.
+NUDGE_EPS, NUDGE_SEED = SENSITIVITY_EPS, 25
+# The wide tier, rounds of 2 and 4 runs at ±1e-5, only after the four runs above leave a weight unexplained. A
+# training step has discrete events (a ReLU whose pre-activation is a near-cancellation switches, a max-pool
+# near-tie), and an Adam-family optimizer turns each into steps of the learning rate's size on the units whose second
+# moment is ~0 (sleap's UNets: AMSGrad vhat 1e-13 there). Which events a backend's float32 order flips is one draw
+# among many: tf_keras's runs land on the backend's weights exactly (to 4 digits, every weight) only in some runs.
+# Measured on the shared corpus's sleap UNets (3 Adam steps): topdown_multiclass's torch result in 4 of 16 runs at
+# 1e-6 and 5 of 16 at 1e-5; centroid's jax result in 3 of 24 and 0 of 16 (other seeds) at 1e-6, 7 of 8 at 1e-5.
+# Sampling at 1e-6 alone called both conversions a mismatch or not by the seeds' luck. The wide tier's floors are
+# looser (its runs move a weight's continuous noise up to 10x); a state error stays far beyond them (slots swapped
+# between two BatchNormalization layers: k in the thousands), and the report names the tier that explained it.
+WIDE_EPS = 1e-5
+ROUNDS: tuple[tuple[int, float], ...] = ((1, NUDGE_EPS), (1, NUDGE_EPS), (2, NUDGE_EPS), (2, WIDE_EPS), (4, WIDE_EPS))
+RUNS = sum(n for n, _ in ROUNDS)
 # Why k is judged in L2 norm, with the largest element only as a guard: one tensor's largest change is an extreme value
 # that varies 3x between seeds. Measured on tf_keras ResNet50 (SGD momentum, one step, 2 cores), 8 single runs
 # against one torch and one jax result: the largest-element k of the worst weight 1.7-6.2 by seed (4 of 8 runs
@@ -91,13 +105,14 @@ def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
 
 
 def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_only: bool = False,
-         grads_only: bool = False) -> WorkerJob:
+         grads_only: bool = False, eps: float = NUDGE_EPS) -> WorkerJob:
     outs, seeds = _outs(run, first, n)
+    # the gradients' floor is measured at NUDGE_EPS only (gradients.py reports it as such)
     grads = {"grads": True, "ref_grads": run.arrays("grads-golden"), "grads_only": grads_only} \
-        if run.state["training"].get("step_grads") else {}
+        if run.state["training"].get("step_grads") and eps == NUDGE_EPS else {}
 
     def job(w: Any) -> Any:
-        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=NUDGE_EPS, seeds=seeds, keep=keep,
+        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=eps, seeds=seeds, keep=keep,
                       held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **grads, **run.golden_args)
 
     return job
@@ -173,7 +188,7 @@ def ahead_runs(run: Run) -> int:
     2.5 core-seconds; one run explained both backends there). measure() judges round by round either way: a run the
     verdict did not need is not counted, nor reported."""
     spare = run.pool.cores > len(set(run.backends) | {"tensorflow"}) + 1
-    return ROUNDS[0] + (ROUNDS[1] if split(run) and spare else 0)
+    return ROUNDS[0][0] + (ROUNDS[1][0] if split(run) and spare else 0)
 
 
 def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.ndarray]
@@ -190,10 +205,10 @@ def _read(run: Run, reply: dict[str, Any], first: int, n: int, ref_w: list[np.nd
     return reply, changes
 
 
-def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref_w: list[np.ndarray]
+def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref_w: list[np.ndarray], eps: float
            ) -> tuple[dict[str, Any], list[Floors]]:
     """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
-    return _read(run, _reply(run, _job(run, common, first, n, keep)), first, n, ref_w)
+    return _read(run, _reply(run, _job(run, common, first, n, keep, eps=eps)), first, n, ref_w)
 
 
 def _floors(n_weights: int, runs: list[Floors], floors: Floors | None) -> Floors:
@@ -249,20 +264,23 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     floors: Floors | None = None
     loss_floor, losses, reply = 0.0, [], {}
     first, with_steps = 0, False
-    early: tuple[dict[str, Any], list[Floors]] = ({}, [])  # the runs queued with the steps
+    taken: list[dict[str, Any]] = []  # the rounds that ran: runs, weights_moved_by
+    verdicts: dict[str, dict[str, Any]] = {}
+    early: tuple[dict[str, Any], list[Floors]] = ({}, [])  # the runs queued with the steps (at NUDGE_EPS)
     if ahead is not None:
         got = reply_or_error(ahead)
         early = _read(run, got, 0, len(got.get("runs") or ()), ref_w)
-    for i, n in enumerate(ROUNDS):
+    for i, (n, eps) in enumerate(ROUNDS):
         last = i == len(ROUNDS) - 1
         reply, runs = ({**early[0], "runs": early[0]["runs"][first:first + n]}, early[1][first:first + n]) \
-            if len(early[1]) >= first + n else ({}, [])
+            if eps == NUDGE_EPS and len(early[1]) >= first + n else ({}, [])
         with_steps = with_steps or bool(reply.get("available"))
         if not reply.get("available"):
-            reply, runs = _probe(run, run.state["training"]["common"], first, n, not last, ref_w)
+            reply, runs = _probe(run, run.state["training"]["common"], first, n, not last, ref_w, eps)
         first += n
         if not reply.get("available"):
             break
+        taken.append({"runs": n, "weights_moved_by": eps})
         floors = _floors(len(ref_w), runs, floors)
         for r in reply["runs"]:
             losses.append(r["losses"])
@@ -271,16 +289,22 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
             if ref_losses.size:
                 diff = np.abs(np.asarray(r["losses"], np.float64) - ref_losses)
                 loss_floor = max(loss_floor, float(np.max(diff)))
-        verdicts = {b: judge(backends[b], floors, loss_floor) for b in measured}
+        for b in measured:  # a verdict within noise is kept with the floors of the round that gave it
+            if verdicts.get(b, {}).get("verdict") != WITHIN:
+                verdicts[b] = {**judge(backends[b], floors, loss_floor), "runs": len(losses),
+                               "weights_moved_by": eps}
         if all(v["verdict"] == WITHIN for v in verdicts.values()) or last:
             break
-    section["noise_probe"] = {"runs": len(losses), "weights_moved_by": NUDGE_EPS,
-                              "available": bool(reply.get("available")), "first_round_with_steps": with_steps,
-                              **({"losses": losses} if reply.get("available") else {"reason": reply.get("reason")}),
+    section["noise_probe"] = {"runs": len(losses),
+                              "weights_moved_by": max((r["weights_moved_by"] for r in taken), default=NUDGE_EPS),
+                              "rounds": taken, "available": bool(taken), "first_round_with_steps": with_steps,
+                              **({"losses": losses} if taken else {"reason": reply.get("reason")}),
+                              **({"stopped": reply.get("reason") or reply.get("error")}
+                                 if taken and not reply.get("available") else {}),
                               "seconds": round(time.perf_counter() - t0, 3)}
-    if not reply.get("available"):
+    if not taken:
         for b in measured:
-            backends[b]["noise"] = {"verdict": "unavailable", "reason": reply.get("reason")}
+            backends[b]["noise"] = {"verdict": "unavailable", "reason": reply.get("reason") or reply.get("error")}
         return
     for b in measured:
         backends[b]["noise"] = verdicts[b]
