@@ -19,6 +19,13 @@ Keras2Nadam (K2T605, K2T606): Keras 2's Nadam schedules its momentum with a runn
   but the one at index `iterations + 1` multiply it again, in variable order (so from step 1 on, once per variable
   per step), starting from 1.0 (the file does not save it).
 
+SummedRows<Optimizer> (K2T612), and every class above: an Embedding's gradient on the TensorFlow backend is a
+tf.IndexedSlices with one row per occurrence of a token in the batch. Keras 2 (tf.keras optimizer_v2 and >= 2.11
+both) sums repeated rows before the update; Keras 3's optimizers on the TensorFlow backend apply `ops.square` (and
+`abs`) to the slices' values, so a token repeated in the batch gets a second moment of sum(g_i^2) instead of
+(sum g_i)^2. torch and jax hand the optimizer a dense gradient, already summed. summed_rows adds the gradient to a
+dense zero tensor first: on the TensorFlow backend that sums the rows, elsewhere it changes nothing (x + 0 == x).
+
 Each subclass keeps Keras 2's formula and nothing else."""
 
 from __future__ import annotations
@@ -28,12 +35,60 @@ from keras import ops, optimizers
 from k2to3.portable.registry import register
 
 
+def summed_rows(gradient, variable):
+    """The gradient as one dense tensor, repeated rows of a sparse gradient summed (K2T612)."""
+    return ops.add(ops.zeros(variable.shape, variable.dtype), gradient)
+
+
+class _SummedRows:
+    """Keras 3's update of the base class, on the gradient with its repeated rows summed (K2T612)."""
+
+    def update_step(self, gradient, variable, learning_rate):
+        return super().update_step(summed_rows(gradient, variable), variable, learning_rate)
+
+
+@register
+class SummedRowsAdam(_SummedRows, optimizers.Adam):
+    """Adam, repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsAdamW(_SummedRows, optimizers.AdamW):
+    """AdamW, repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsAdamax(_SummedRows, optimizers.Adamax):
+    """Adamax, repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsAdadelta(_SummedRows, optimizers.Adadelta):
+    """Adadelta, repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsAdagrad(_SummedRows, optimizers.Adagrad):
+    """Adagrad (tf.keras >= 2.11's formula, Keras 3's), repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsRMSprop(_SummedRows, optimizers.RMSprop):
+    """RMSprop (tf.keras >= 2.11's formula, Keras 3's), repeated rows of a sparse gradient summed first (K2T612)."""
+
+
+@register
+class SummedRowsFtrl(_SummedRows, optimizers.Ftrl):
+    """Ftrl, repeated rows of a sparse gradient summed first (K2T612)."""
+
+
 @register
 class Keras2RMSprop(optimizers.RMSprop):
     """RMSprop with epsilon outside the square root when momentum == 0, as tf.keras optimizer_v2 computes it.
     (With momentum > 0, optimizer_v2 called TF's ApplyRMSProp kernels, which put epsilon inside, as Keras 3.)"""
 
     def update_step(self, gradient, variable, learning_rate):
+        gradient = summed_rows(gradient, variable)
         if self.momentum > 0:
             return super().update_step(gradient, variable, learning_rate)
         lr = ops.cast(learning_rate, variable.dtype)
@@ -58,6 +113,7 @@ class Keras2Adagrad(optimizers.Adagrad):
     def update_step(self, gradient, variable, learning_rate):
         lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
+        gradient = summed_rows(gradient, variable)
         accumulator = self._accumulators[self._get_variable_index(variable)]
         self.assign_add(accumulator, ops.square(gradient))
         self.assign_sub(variable, ops.divide(ops.multiply(lr, gradient),
@@ -93,7 +149,7 @@ class Keras2Nadam(optimizers.Nadam):
     def update_step(self, gradient, variable, learning_rate):
         var_dtype = variable.dtype
         lr = ops.cast(learning_rate, var_dtype)
-        gradient = ops.cast(gradient, var_dtype)
+        gradient = ops.cast(summed_rows(gradient, variable), var_dtype)
         local_step = ops.cast(self.iterations + 1, var_dtype)
         u_t = self._momentum_cache(local_step, var_dtype)
         u_t_1 = self._momentum_cache(ops.cast(self.iterations + 2, var_dtype), var_dtype)

@@ -74,7 +74,9 @@ def upgrade(model_config: dict[str, Any], training_config: dict[str, Any] | None
     up.names.reserve(cfg)
     up.plan.model = up.model(cls, cfg["config"])
     if training_config:
-        up.plan.compile = TrainingConfig(up).translate(training_config)
+        sparse = [la.get("config", {}).get("name") for la in walk_layers(cfg) if la.get("class_name") == "Embedding"
+                  and la.get("config", {}).get("trainable", True) is not False]
+        up.plan.compile = TrainingConfig(up, sparse).translate(training_config)
         bn = [la.get("config", {}).get("name") for la in walk_layers(cfg) if la.get("class_name") ==
               "BatchNormalization"]
         if bn:  # only a resumed training sees it (rules/optimizers.toml)

@@ -56,18 +56,29 @@ def is_optimizer_v2(cfg: dict[str, Any]) -> bool:
     return cfg.get("is_legacy_optimizer", True) is not False
 
 
+# Updates not linear in the gradient: on the TensorFlow backend Keras 3's computes them on a sparse gradient's rows
+# one by one (K2T612). SGD's is linear; Lion adds the gradient to a dense momentum before its sign. Adafactor and
+# Lamb have no SummedRows class: Keras 2 had neither.
+SUMMED_ROWS = frozenset("Adam AdamW Adamax Adadelta Adagrad RMSprop Ftrl".split())
+# a key of the translated config (not Keras 3's): the model trains a sparse-gradient layer (an Embedding)
+SPARSE_ROWS = "k2to3_sparse_rows"
+
+
 def portable_class(cls: str, cfg: dict[str, Any]) -> str | None:
-    """The k2to3 optimizer that keeps Keras 2's update where plain Keras 3's differs, else None."""
+    """The k2to3 optimizer that keeps Keras 2's update where plain Keras 3's differs, else None. The Keras2* classes
+    sum a sparse gradient's repeated rows too; SummedRows<cls> only that, when the model trains an Embedding."""
     if cls == "RMSprop" and is_optimizer_v2(cfg) and not cfg.get("momentum"):
         return "Keras2RMSprop"  # epsilon outside the square root (K2T602)
     if cls == "Adagrad" and is_optimizer_v2(cfg):
         return "Keras2Adagrad"  # epsilon outside the square root (K2T610)
     if cls == "Nadam":
         return "Keras2Nadam"  # Keras 2's momentum product (K2T605, K2T606)
+    if cfg.get(SPARSE_ROWS) and cls in SUMMED_ROWS:
+        return f"SummedRows{cls}"  # repeated rows of an Embedding's gradient summed first (K2T612)
     return None
 
 
-PORTABLE_MODULE = "k2to3.portable.optimizers"  # where Keras2RMSprop / Adagrad / Nadam live (registered k2to3>Name)
+PORTABLE_MODULE = "k2to3.portable.optimizers"  # where the Keras2* and SummedRows* live (registered k2to3>Name)
 
 
 def nadam_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], str, str]:
@@ -97,18 +108,21 @@ def reference_compiles(optimizer_config: dict[str, Any] | None) -> bool:
 
 
 def update_findings(cls: str, cfg: dict[str, Any]) -> list[tuple[str, str]]:
-    """(code, message) for the update differences Keras 3 cannot express (rules/optimizers.toml, status finding):
-    none left since Keras2Nadam; kept as the place for the next one."""
+    """(code, message) for the update differences Keras 3 cannot express (rules/optimizers.toml, status finding)."""
+    if cls == "Ftrl" and cfg.get(SPARSE_ROWS) and is_optimizer_v2(cfg):
+        return [("K2T613", "Ftrl (tf.keras optimizer_v2) updated an Embedding's rows lazily, only those in the batch; "
+                 "Keras 3's Ftrl updates every row (a row whose accumulators give weight 0 becomes 0)")]
     return []
 
 
-def serialized(cls: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    """Keras 3 serialized optimizer for a translated config (keys already Keras 3's)."""
+def serialized(cls: str, cfg: dict[str, Any], port: str | None = None) -> dict[str, Any]:
+    """Keras 3 serialized optimizer for a translated config (keys already Keras 3's); `port` the portable class
+    TrainingConfig chose, else chosen here."""
     if cls == "Nadam" and "u_product_rule" not in cfg:  # not through TrainingConfig: its schedule keys here
         stripped, own, _, _ = nadam_config(cfg)
         cfg = {**stripped, **own}
-    port = portable_class(cls, cfg)
-    clean = {k: v for k, v in cfg.items() if k != "is_legacy_optimizer"}
+    port = port or portable_class(cls, cfg)
+    clean = {k: v for k, v in cfg.items() if k not in ("is_legacy_optimizer", SPARSE_ROWS)}
     if port:
         return {"module": PORTABLE_MODULE, "class_name": port, "config": clean,
                 "registered_name": f"k2to3>{port}"}

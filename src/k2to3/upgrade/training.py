@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from k2to3.upgrade.optimizers import (
+    SPARSE_ROWS,
+    SUMMED_ROWS,
     decay_schedule,
     keras3_schedule,
     loss_scale_config,
@@ -45,9 +47,10 @@ OPTIMIZER_DROP = ("jit_compile", "is_legacy_optimizer", "decay", "schedule_decay
 
 
 class TrainingConfig:
-    def __init__(self, up: UpgradeState):
+    def __init__(self, up: UpgradeState, sparse_rows: list[str] | None = None):
         self.up = up
         self.code = up.code("training_config")
+        self.sparse_rows = sparse_rows or []  # trainable Embeddings: their gradient is sparse (K2T612)
 
     def warn(self, msg: str, fix: str | None = None) -> None:
         self.up.note(self.code, "warning", msg, None, fix)
@@ -122,7 +125,14 @@ class TrainingConfig:
             cfg["learning_rate"] = cfg.pop("lr")
         if cls == "Adagrad" and "initial_accumulator_value" not in cfg:
             cfg["initial_accumulator_value"] = 0.0  # standalone Keras 2 starts at K.zeros (optimizer_v2 saves it)
+        if self.sparse_rows and cls in SUMMED_ROWS:
+            cfg[SPARSE_ROWS] = True
         port = portable_class(cls, cfg)  # Keras 2's update where Keras 3's differs (rules/optimizers.toml)
+        if cfg.get(SPARSE_ROWS):
+            self.up.note("K2T612", "info", f"{cls} kept as k2to3>{port}: the gradient of {', '.join(self.sparse_rows)} "
+                         "has one row per token occurrence, summed before the update as in Keras 2 (Keras 3 on "
+                         "TensorFlow updates a token repeated in a batch with each row's square)", None,
+                         "see docs/optimizers.md#k2t612")
         for code, msg in update_findings(cls, cfg):
             self.up.note(code, "warning", msg, None, "see docs/optimizers.md")
         own: dict[str, Any] = {}
@@ -143,9 +153,11 @@ class TrainingConfig:
             cfg.pop("learning_rate")
         if port:
             self.up.plan.needs_portable = True
-            self.up.note(self.code, "info", f"{cls} kept with Keras 2's update as k2to3>{port} "
-                         "(docs/optimizers.md)")
-            return serialized(cls, {**cfg, "is_legacy_optimizer": True})
+            if not port.startswith("SummedRows"):  # K2T612's note above says why
+                self.up.note(self.code, "info", f"{cls} kept with Keras 2's update as k2to3>{port} "
+                             "(docs/optimizers.md)")
+            return serialized(cls, cfg, port)
+        cfg.pop(SPARSE_ROWS, None)
         return {"module": "keras.optimizers", "class_name": cls, "config": cfg, "registered_name": None}
 
     def translate(self, tc: dict[str, Any]) -> dict[str, Any]:
