@@ -24,19 +24,23 @@ tf.IndexedSlices with one row per occurrence of a token in the batch. Keras 2 (t
 both) sums repeated rows before the update; Keras 3's optimizers on the TensorFlow backend apply `ops.square` (and
 `abs`) to the slices' values, so a token repeated in the batch gets a second moment of sum(g_i^2) instead of
 (sum g_i)^2. torch and jax hand the optimizer a dense gradient, already summed. summed_rows adds the gradient to a
-dense zero tensor first: on the TensorFlow backend that sums the rows, elsewhere it changes nothing (x + 0 == x).
+dense zero tensor first on the TensorFlow backend, which sums the rows; on the others it does nothing.
 
 Each subclass keeps Keras 2's formula and nothing else."""
 
 from __future__ import annotations
 
-from keras import ops, optimizers
+from keras import config, ops, optimizers
 
 from k2to3.portable.registry import register
 
 
 def summed_rows(gradient, variable):
-    """The gradient as one dense tensor, repeated rows of a sparse gradient summed (K2T612)."""
+    """The gradient as one dense tensor, repeated rows of a sparse gradient summed (K2T612). Only the TensorFlow
+    backend hands an optimizer a sparse gradient: elsewhere the gradient is returned as it is (no extra pass over
+    an embedding matrix per step)."""
+    if config.backend() != "tensorflow":
+        return gradient
     return ops.add(ops.zeros(variable.shape, variable.dtype), gradient)
 
 
