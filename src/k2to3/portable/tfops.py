@@ -16,11 +16,13 @@ from k2to3.portable.registry import PACKAGE, register
 def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
     """tf.quantization.fake_quant_with_min_max_vars in keras.ops (keras.ops has no fake-quant op).
 
-    Follows TensorFlow's kernel (core/kernels/fake_quant_ops_functor.h): nudge [min, max] so that 0 is exactly
-    representable, clamp, then snap to the grid with floor(x / scale + 0.5), all in float32. With Python
-    numbers for min/max (Keras 2 Lambdas pass them through `arguments`) the nudge is computed in numpy
+    Follows TensorFlow's kernel (core/kernels/fake_quant_ops_functor.h, FakeQuantWithMinMaxVarsFunctor): nudge
+    [min, max] so that 0 is exactly representable, clamp, then snap to the grid (tfmot.snap), all in float32. With
+    Python numbers for min/max (Keras 2 Lambdas pass them through `arguments`) the nudge is computed in numpy
     float32, as TF computes it on the host."""
     import numpy as np
+
+    from k2to3.portable.tfmot import _nudged, snap
 
     quant_min = np.float32(1 if narrow_range else 0)
     quant_max = np.float32(2 ** int(num_bits) - 1)
@@ -28,6 +30,7 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
     if isinstance(min, (int, float)) and isinstance(max, (int, float)):
         lo, hi = np.float32(min), np.float32(max)
         scale = (hi - lo) / (quant_max - quant_min)
+        inv_scale = (quant_max - quant_min) / (hi - lo)
         zero_from_min = quant_min - lo / scale
         if zero_from_min < quant_min:
             zero = quant_min
@@ -37,20 +40,11 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
             zero = np.float32(np.floor(np.abs(zero_from_min) + np.float32(0.5)) * np.sign(zero_from_min))  # std::round
         nudged_min = (quant_min - zero) * scale
         nudged_max = (quant_max - zero) * scale
-        inv_scale = np.float32(1.0) / scale
         scale, nudged_min, nudged_max, inv_scale = (float(v) for v in (scale, nudged_min, nudged_max, inv_scale))
     else:
-        lo, hi = ops.cast(min, "float32"), ops.cast(max, "float32")
-        d = hi - lo
-        scale = d / (d * 0.0 + float(quant_max - quant_min))  # a true division on XLA too (portable/tfmot.py)
-        zero_from_min = quant_min - lo / scale
-        zero = ops.clip(ops.sign(zero_from_min) * ops.floor(ops.abs(zero_from_min) + 0.5), quant_min, quant_max)
-        nudged_min = (quant_min - zero) * scale
-        nudged_max = (quant_max - zero) * scale
-        inv_scale = 1.0 / scale
+        nudged_min, nudged_max, scale, inv_scale = _nudged(min, max, num_bits, narrow_range)
     clamped = ops.minimum(ops.maximum(x, nudged_min), nudged_max)
-    return ops.add(ops.multiply(ops.floor(ops.add(ops.multiply(ops.subtract(clamped, nudged_min), inv_scale), 0.5)),
-                                scale), nudged_min)
+    return snap(ops.subtract(clamped, nudged_min), scale, inv_scale, nudged_min, per_channel=False)
 
 
 def _fill_template(value, tensors, fill):
