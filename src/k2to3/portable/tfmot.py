@@ -32,7 +32,7 @@ def exact_div(a: Any, c: float) -> Any:
     return a / (a * 0.0 + c)
 
 
-def _nudged(lo: Any, hi: Any, num_bits: int, narrow_range: bool) -> tuple[Any, Any, Any, Any]:
+def nudge(lo: Any, hi: Any, num_bits: int, narrow_range: bool) -> tuple[Any, Any, Any, Any]:
     """TensorFlow's Nudge (core/kernels/fake_quant_ops_functor.h) on float32 tensors: (nudged min, max, scale,
     inverse scale) so that 0 is exactly representable; the zero point rounds half away from zero (std::round), and
     the inverse is its own division, (qmax - qmin) / (max - min), not 1 / scale."""
@@ -63,7 +63,7 @@ def snap(shifted: Any, scale: Any, inv_scale: Any, nmin: Any, per_channel: bool)
 def fake_quant(x: Any, lo: Any, hi: Any, num_bits: int = 8, narrow_range: bool = False) -> Any:
     """tf.quantization.fake_quant_with_min_max_vars (..._per_channel when lo/hi are vectors over the last axis), with
     its gradient: 1 inside [nudged min, nudged max], 0 outside."""
-    nmin, nmax, scale, inv_scale = _nudged(lo, hi, num_bits, narrow_range)
+    nmin, nmax, scale, inv_scale = nudge(lo, hi, num_bits, narrow_range)
     clamped = ops.minimum(ops.maximum(x, nmin), nmax)
     q = snap(clamped - nmin, scale, inv_scale, nmin, len(ops.shape(nmin)) > 0)
     inside = ops.cast(ops.logical_and(ops.greater_equal(x, nmin), ops.less_equal(x, nmax)), x.dtype)

@@ -11,6 +11,7 @@ from keras import ops
 
 from k2to3.portable import backend
 from k2to3.portable.registry import PACKAGE, register
+from k2to3.portable.tfmot import nudge, snap
 
 
 def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_range=False):
@@ -21,8 +22,6 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
     Python numbers for min/max (Keras 2 Lambdas pass them through `arguments`) the nudge is computed in numpy
     float32, as TF computes it on the host."""
     import numpy as np
-
-    from k2to3.portable.tfmot import _nudged, snap
 
     quant_min = np.float32(1 if narrow_range else 0)
     quant_max = np.float32(2 ** int(num_bits) - 1)
@@ -42,7 +41,7 @@ def fake_quant_with_min_max_vars(inputs, min=-6.0, max=6.0, num_bits=8, narrow_r
         nudged_max = (quant_max - zero) * scale
         scale, nudged_min, nudged_max, inv_scale = (float(v) for v in (scale, nudged_min, nudged_max, inv_scale))
     else:
-        nudged_min, nudged_max, scale, inv_scale = _nudged(min, max, num_bits, narrow_range)
+        nudged_min, nudged_max, scale, inv_scale = nudge(min, max, num_bits, narrow_range)
     clamped = ops.minimum(ops.maximum(x, nudged_min), nudged_max)
     return snap(ops.subtract(clamped, nudged_min), scale, inv_scale, nudged_min, per_channel=False)
 

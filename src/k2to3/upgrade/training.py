@@ -157,7 +157,6 @@ class TrainingConfig:
                 self.up.note(self.code, "info", f"{cls} kept with Keras 2's update as k2to3>{port} "
                              "(docs/optimizers.md)")
             return serialized(cls, cfg, port)
-        cfg.pop(SPARSE_ROWS, None)
         return {"module": "keras.optimizers", "class_name": cls, "config": cfg, "registered_name": None}
 
     def translate(self, tc: dict[str, Any]) -> dict[str, Any]:
