@@ -4,11 +4,14 @@ Keras imports two packages at start-up that a worker almost never uses:
   IPython        keras.saving's notebook check (0.2-0.36 s of CPU in every worker); a worker has no notebook.
   torch._dynamo  keras.src.backend.torch marks two seed functions `@dynamo.disable()` and clear_session() calls
                  `dynamo.reset()` (1.2 s of CPU, a third of the torch worker's start); a verify never touches
-                 dynamo (a training step does: torch's optimizers import it themselves).
-While keras is imported, and while clear_session runs, `torch._dynamo` is a stand-in whose `disable` is deferred
-and whose `reset` has nothing to reset. Outside those scopes the name is free, so a job that does use dynamo (an
-optimizer step, torch.compile, torch.export) imports the real package the ordinary way, paid then, and the
-deferred `disable` hands its functions to the real one from then on.
+                 dynamo. A backward pass does not use it either, but its first call of a function torch marks
+                 `_disable_dynamo` (torch/_compile.py: an op's wrapper, the optimizers' steps) imports it to
+                 wrap the function, 0.7-0.95 s of CPU in the first training step (ResNet50, a Dense layer).
+While keras is imported, while clear_session runs, and while a training step or a differentiation runs
+(`training_scope`), `torch._dynamo` is a stand-in whose `disable` is deferred and whose `reset` has nothing to
+reset: untraced, a dynamo-disabled function is the function itself. Outside those scopes the name is free, so a
+job that does use dynamo (torch.compile, torch.export) imports the real package the ordinary way, paid then, and
+the deferred `disable` hands its functions to the real one from then on.
 """
 
 from __future__ import annotations
@@ -86,6 +89,13 @@ def dynamo_stand_in() -> Iterator[None]:
     finally:
         if sys.modules.get(DYNAMO) is _STAND_IN:
             del sys.modules[DYNAMO]
+
+
+def training_scope(keras: Any) -> Any:
+    """dynamo_stand_in on the torch backend (steps and backward passes never trace), else nothing."""
+    from contextlib import nullcontext
+
+    return dynamo_stand_in() if keras.backend.backend() == "torch" else nullcontext()
 
 
 def op_loaded(req: dict[str, Any]) -> dict[str, Any]:

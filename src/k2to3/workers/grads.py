@@ -96,9 +96,12 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     elif backend == "torch":
         import torch
 
-        outs = keras.tree.flatten(model(x, training=training))
-        loss = _summed_loss(keras.ops, fns, [torch.as_tensor(y) for y in ys], outs)
-        grads = torch.autograd.grad(loss, [v.value for v in tv], allow_unused=True)
+        from k2to3.workers.deferred import training_scope
+
+        with training_scope(keras):
+            outs = keras.tree.flatten(model(x, training=training))
+            loss = _summed_loss(keras.ops, fns, [torch.as_tensor(y) for y in ys], outs)
+            grads = torch.autograd.grad(loss, [v.value for v in tv], allow_unused=True)
     else:
         import jax
 
