@@ -6,6 +6,9 @@ timed run), on tensorflow, torch and jax, in the same order each repeat: plain `
 `convert --grads --fit-steps 1`. Prints the wall time of each, the time --grads added and its ratio to the plain convert
 (targets, issue 25: at most 1.0 with a warm compile cache, 1.5 cold), and where the time went.
 
+Where the time went: the CPU seconds of each worker (from /proc, Linux) and of this process over each run, their
+sum, and that sum spread over the machine's cores: the wall time no schedule of the same work can beat.
+
 Usage: python bench/grads.py [--repeat N] [--warm]
   cold (default): jax's persistent compilation cache off, as a first conversion on a machine
   --warm: the cache on, and one untimed run of each kind first (a team converting its second model)
@@ -43,6 +46,31 @@ os.replace(sys.argv[1] + ".tmp", sys.argv[1])
 """
 
 
+def _proc_cpu(pid: int) -> float | None:
+    """utime + stime of a live process, in seconds (None where /proc cannot tell)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_by_role(pool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """CPU seconds so far of each worker of the pool (by role) and of this process (`parent`)."""
+    t = os.times()
+    got = {"parent": t.user + t.system}
+    for role, w in pool.workers.items():
+        c = _proc_cpu(w.proc.pid)
+        if c is not None:
+            got[role] = c
+    return got
+
+
+def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What each role used over a run (a worker started during it: all of its CPU, its imports included)."""
+    return {r: after[r] - before.get(r, 0.0) for r in after}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=1)
@@ -59,6 +87,7 @@ def main() -> None:
     from k2to3.workers.pool import Pool
 
     plain, grads, detail = [], [], []
+    cpu: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     with Pool() as pool, tempfile.TemporaryDirectory() as tmp:
         pool.start()
         for w in pool.workers.values():
@@ -71,10 +100,11 @@ def main() -> None:
         for i in range(args.repeat):
             for with_grads, times in ((False, plain), (True, grads)):
                 out = Path(tmp) / f"r{i}-{int(with_grads)}.keras"
-                t0 = time.perf_counter()
+                c0, t0 = cpu_by_role(pool), time.perf_counter()
                 rep = convert(Options(src=MODEL, output=out, grads=with_grads, fit_steps=1 if with_grads else 0),
                               pool=pool)
                 times.append(time.perf_counter() - t0)
+                cpu[with_grads].append(spent(c0, cpu_by_role(pool)))
                 print(f"run {i} {'--grads' if with_grads else 'plain  '}: {times[-1]:7.1f} s  verdict "
                       f"{rep['verdict']}" + (f", gradients {rep['gradients']['verdict']}, training "
                                              f"{rep['training'].get('status')}, noise probe "
@@ -97,6 +127,16 @@ def main() -> None:
     print(f"the gradient step alone (wall, measured inside convert --grads): {step:6.1f} s = {step / p:.2f}x of plain "
           "convert (the honest figure when the machine is loaded and the two runs' other steps vary)")
     print(f"gradient step (wall, inside convert; per-backend seconds are the differentiation alone): {detail[-1]}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    print(f"\nCPU seconds by process (medians; from /proc), against the wall time; 'floor' = the sum over {cores} "
+          "cores, the wall time no schedule of this work can beat:")
+    for with_grads, wall in ((False, p), (True, g)):
+        roles = sorted({r for c in cpu[with_grads] for r in c})
+        med = {r: statistics.median(c.get(r, 0.0) for c in cpu[with_grads]) for r in roles}
+        total = statistics.median(sum(c.values()) for c in cpu[with_grads])
+        print(f"  {'convert --grads' if with_grads else 'plain convert  '}: "
+              + ", ".join(f"{r} {v:.1f}" for r, v in med.items())
+              + f"; total {total:.1f} CPU-s, floor {total / cores:.1f} s, wall {wall:.1f} s")
 
 
 if __name__ == "__main__":
