@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -55,7 +56,7 @@ def _proc_cpu(pid: int) -> float | None:
         return None
 
 
-def cpu_by_role(pool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def cpu_by_role(pool: Any) -> dict[str, float]:
     """CPU seconds so far of each worker of the pool (by role) and of this process (`parent`)."""
     t = os.times()
     got = {"parent": t.user + t.system}

@@ -55,7 +55,7 @@ def twin():
 xs = np.random.default_rng(0).standard_normal((8, 4)).astype("float32")
 ys = np.random.default_rng(1).standard_normal((8, 1)).astype("float32")
 scoped, unscoped = twin(), twin()
-with deferred.training_scope(keras):
+with deferred.dynamo_scope(keras):
     seen["scoped_losses"] = [float(scoped.train_on_batch(xs, ys)) for _ in range(3)]
 seen["after_scoped_training"] = real()
 # A training step outside the scope: the functions torch wraps kept the deferred disable they were handed.

@@ -102,7 +102,7 @@ def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
 
-    with deferred.dynamo_stand_in() if keras.backend.backend() == "torch" else contextlib.nullcontext():
+    with deferred.dynamo_scope(keras):
         keras.backend.clear_session()
     if "tf_keras" in sys.modules:
         sys.modules["tf_keras"].backend.clear_session()

@@ -8,7 +8,7 @@ Keras imports two packages at start-up that a worker almost never uses:
                  `_disable_dynamo` (torch/_compile.py: an op's wrapper, the optimizers' steps) imports it to
                  wrap the function, 0.7-0.95 s of CPU in the first training step (ResNet50, a Dense layer).
 While keras is imported, while clear_session runs, and while a training step or a differentiation runs
-(`training_scope`), `torch._dynamo` is a stand-in whose `disable` is deferred and whose `reset` has nothing to
+(`dynamo_scope`), `torch._dynamo` is a stand-in whose `disable` is deferred and whose `reset` has nothing to
 reset: untraced, a dynamo-disabled function is the function itself. Outside those scopes the name is free, so a
 job that does use dynamo (torch.compile, torch.export) imports the real package the ordinary way, paid then, and
 the deferred `disable` hands its functions to the real one from then on.
@@ -22,7 +22,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 DYNAMO = "torch._dynamo"
@@ -91,10 +91,9 @@ def dynamo_stand_in() -> Iterator[None]:
             del sys.modules[DYNAMO]
 
 
-def training_scope(keras: Any) -> Any:
-    """dynamo_stand_in on the torch backend (steps and backward passes never trace), else nothing."""
-    from contextlib import nullcontext
-
+def dynamo_scope(keras: Any) -> AbstractContextManager[None]:
+    """dynamo_stand_in on the torch backend (clear_session, training steps and backward passes never trace), else
+    nothing."""
     return dynamo_stand_in() if keras.backend.backend() == "torch" else nullcontext()
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from k2to3.core import arrayfile
 from k2to3.core.compare import value_digest
 from k2to3.workers import held
-from k2to3.workers.deferred import training_scope
+from k2to3.workers.deferred import dynamo_scope
 from k2to3.workers.reference import disabled_noise, load_reference, model_key, reference_key, step_state
 
 
@@ -104,7 +104,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
             step_grads["seconds"] = seconds
             step_grads["grads"] = spy.take(keras.ops.convert_to_numpy)
 
-    with training_scope(keras):
+    with dynamo_scope(keras):
         losses = train_steps(model, x, y, int(req["steps"]), after_first if spy else None)
     names, arrays = layer_weights(model, keras.ops.convert_to_numpy)
     save_weights(req["weights_out"], names, arrays)

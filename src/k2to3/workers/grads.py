@@ -17,6 +17,7 @@ from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.core.seeds import WORKER_SEED as SEED
+from k2to3.workers.deferred import dynamo_scope
 from k2to3.workers.golden import golden_model
 from k2to3.workers.noise import noise_off
 from k2to3.workers.runtime import load_inputs, load_keras, model_input
@@ -96,9 +97,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
     elif backend == "torch":
         import torch
 
-        from k2to3.workers.deferred import training_scope
-
-        with training_scope(keras):
+        with dynamo_scope(keras):
             outs = keras.tree.flatten(model(x, training=training))
             loss = _summed_loss(keras.ops, fns, [torch.as_tensor(y) for y in ys], outs)
             grads = torch.autograd.grad(loss, [v.value for v in tv], allow_unused=True)
