@@ -99,8 +99,9 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
     from k2to3.core.options import ConvertOptions
     from k2to3.stores.locations import is_url
 
-    one_checkpoint = (Path(src[0]) / "checkpoint").is_file()  # a TF checkpoint's directory is one model
-    if len(src) > 1 or is_url(src[0]) or (Path(src[0]).is_dir() and not one_checkpoint) or is_url(output):
+    # a TF checkpoint's directory, and a SavedModel directory, are one model (its file output, --src, --force)
+    one_model = any((Path(src[0]) / marker).is_file() for marker in ("checkpoint", "saved_model.pb"))
+    if len(src) > 1 or is_url(src[0]) or (Path(src[0]).is_dir() and not one_model) or is_url(output):
         from k2to3.interfaces.cli_store import convert_store
 
         single = cli_options.single_model_flags(ConvertOptions, "convert", options) + (["--json"] if as_json else [])

@@ -179,7 +179,8 @@ def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Poo
                 report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
                 errors = resolution.errors if resolution is not None and resolution.errors else plan.errors
                 raise report_mod.NotPortableReport(not_portable_line(errors), report)
-            modules = sources_mod.write_modules(resolution, work, partial_module) if resolution else None
+            modules = sources_mod.write_modules(resolution, work, partial_module) \
+                if resolution is not None and resolution.k3_code else None
             run, tol_source = _new_run(opts, inp, prepared, modules, sources, report, work, get_pool(), progress,
                                        partial)
             started = time.perf_counter()

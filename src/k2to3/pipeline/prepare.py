@@ -3,6 +3,7 @@ report lists them, the --src resolution, and the seeded verification inputs."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,18 @@ def prepare(inp: Input, sources: sources_mod.Sources, output: Path, trust_byteco
     the Lambda bytecode references."""
     artifact = inp.artifact
     assert artifact is not None
-    resolution = sources_mod.resolve(sources, artifact, output)
+    alone = None  # sources only add: what the file converts alone stays converted, whatever the sources hold
+    if sources.index is not None and artifact.model_config:
+        alone = upgrade(artifact.model_config, artifact.training_config, None)
+    blocking = {f.layer for f in alone.findings if f.severity == "error"} if alone is not None else None
+    resolution = sources_mod.resolve(sources, artifact, output, blocking)
+    if resolution is not None and resolution.errors and alone is not None and not blocking:
+        resolution = _demoted(resolution)
     plan = upgrade(artifact.model_config, artifact.training_config, resolution) if artifact.model_config \
         else Plan(model={})
+    if alone is not None and resolution is not None and not blocking and any(
+            f.severity == "error" for f in plan.findings):  # what the sources gave broke a convertible model
+        plan, resolution = alone, _demoted(resolution)
     plan.findings.extend(keras1_reference.findings(artifact.backend))  # Theano-trained kernels (K2T480)
     if resolution is not None:
         plan.findings[:0] = [f for f in resolution.findings if f not in plan.findings]
@@ -42,6 +52,13 @@ def prepare(inp: Input, sources: sources_mod.Sources, output: Path, trust_byteco
     if trust_bytecode and artifact.model_config:
         plan.findings.extend(inspect_lambdas(artifact.model_config))
     return Prepared(plan, resolution)
+
+
+def _demoted(resolution: Resolution) -> Resolution | None:
+    """The file converts alone: a --src resolution that failed leaves its findings as warnings and is not used."""
+    notes = [dataclasses.replace(f, severity="warning", message=f"{f.message}; converted from the file's own config")
+             if f.severity == "error" else f for f in resolution.findings]
+    return Resolution(resolution.module, findings=notes)
 
 
 def write_inputs(npz: str, given: Path | None, plan_model: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.source.buildargs import parse_build_args
 from k2to3.source.extract import SourceIndex, index_sources
-from k2to3.source.files import SKIP_DIRS
+from k2to3.source.files import SKIP_DIRS, notebook_source
 from k2to3.source.resolution import Resolution
 from k2to3.upgrade.needs import module_name_for
 
@@ -57,10 +57,11 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
     for f in files:
         if not f.is_file():
             raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
-        if f.suffix != ".py":
-            raise InputError(f"--src {f}: not a .py file", hint="pass the Python source that builds the model")
+        if f.suffix not in (".py", ".ipynb"):
+            raise InputError(f"--src {f}: not a .py file or notebook",
+                             hint="pass the Python source (or the .ipynb notebook) that builds the model")
     named = [spec_path(s) for s in specs if not spec_path(s).is_dir()]
-    siblings = [s for f in named for s in relative_imports(f) if s not in files]
+    siblings = [s for s in followed_imports(named) if s not in files]
     importers = [s for f in named for s in package_importers(f) if s not in files]
     return list(dict.fromkeys(siblings + files + importers)), build_fn
 
@@ -85,24 +86,65 @@ def package_importers(path: Path) -> list[Path]:
     return out
 
 
-def relative_imports(path: Path) -> list[Path]:
-    """The files of the same package a --src file imports relatively (textgenrnn's model.py: `from
-    .AttentionWeightedAverage import AttentionWeightedAverage`), when they are beside it: read too, definitions
-    only, as if named."""
-    import ast
+_NOT_LOCAL = frozenset({"keras", "tensorflow", "tf_keras", "numpy", "scipy", "h5py", "os", "sys", "math", "re",
+                        "json", "time", "random", "pickle", "collections", "functools", "itertools", "typing",
+                        "argparse", "logging", "pandas", "matplotlib", "sklearn", "torch", "jax", "cv2", "PIL"})
+MAX_FOLLOWED = 200  # files read by following imports from the named --src files
 
+
+def _module_files(base: Path, module: str, names: list[str]) -> list[Path]:
+    """The files `from module import names` (or `import module`) reads under `base`, when they exist there."""
+    out = []
+    head = base.joinpath(*module.split(".")) if module else base
+    for cand in (head.with_suffix(".py"), head / "__init__.py"):
+        if module and cand.is_file():
+            out.append(cand)
+    for n in names:  # `from pkg import submodule`
+        cand = head / f"{n}.py"
+        if cand.is_file():
+            out.append(cand)
+    return out
+
+
+def local_imports(path: Path) -> list[Path]:
+    """The repository files a --src file imports, as Python would find them beside it (a sibling module, a
+    package of the repository, a relative import), anywhere in the file (an import inside a function too): read
+    as if named, definitions only. Installed frameworks are never looked for on disk."""
     try:
-        tree = ast.parse(path.read_text(errors="replace"))
+        text = path.read_text(errors="replace")
+        tree = ast.parse(notebook_source(text) if path.suffix == ".ipynb" else text)
     except (SyntaxError, ValueError, OSError):
         return []
-    out = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            mods = [node.module] if node.module else [a.name for a in node.names]
-            for m in mods:
-                cand = path.parent / (m.replace(".", "/") + ".py")
-                if cand.is_file() and cand.resolve() != path.resolve():
-                    out.append(cand)
+    roots = [path.parent, *list(path.parent.parents)[:3]]
+    out: list[Path] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names if a.name != "*"]
+            if node.level:
+                base = path.parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                out += _module_files(base, node.module or "", names)
+            elif node.module and node.module.split(".")[0] not in _NOT_LOCAL:
+                out += next((found for r in roots if (found := _module_files(r, node.module, names))), [])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] not in _NOT_LOCAL:
+                    out += next((found for r in roots if (found := _module_files(r, a.name, []))), [])
+    return [p for p in dict.fromkeys(out) if p.resolve() != path.resolve() and not SKIP_DIRS & set(p.parts)]
+
+
+def followed_imports(named: list[Path]) -> list[Path]:
+    """`local_imports` of the named files, transitively (at most MAX_FOLLOWED files)."""
+    seen = {p.resolve() for p in named}
+    out: list[Path] = []
+    todo = list(named)
+    while todo and len(out) < MAX_FOLLOWED:
+        for p in local_imports(todo.pop(0)):
+            if p.resolve() not in seen:
+                seen.add(p.resolve())
+                out.append(p)
+                todo.append(p)
     return out
 
 
@@ -123,14 +165,16 @@ def module_path(output: Path) -> Path:
     return output.with_name(module_name_for(output.stem) + ".py")
 
 
-def resolve(sources: Sources, artifact: LegacyArtifact, output: Path) -> Resolution | None:
-    """What the artifact needs, found in the --src files (None without --src)."""
+def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
+            required_layers: set[str | None] | None = None) -> Resolution | None:
+    """What the artifact needs, found in the --src files (None without --src). `required_layers`: the layers the
+    file alone cannot convert; what the others need is taken from the sources only where they define it."""
     if sources.index is None:
         return None
     from k2to3.source.hoist import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
 
     return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
-                            module_name_for(output.stem), sources.build_fn)
+                            module_name_for(output.stem), sources.build_fn, required_layers)
 
 
 def report_section(sources: Sources, resolution: Resolution | None, output: Path) -> dict[str, Any] | None:

@@ -120,7 +120,8 @@ def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_
     report = report_mod.base(opts.reference, inp, plan)
     report.update(command="verify", schema=report_mod.SCHEMA)
     assert inp.artifact is not None
-    modules = sources_mod.write_modules(resolution, work, work / "unused_module.py") if resolution else None
+    modules = sources_mod.write_modules(resolution, work, work / "unused_module.py") \
+        if resolution is not None and resolution.k3_code else None
     if inp.artifact.model_config is None:
         raise InputError(f"--reference {opts.reference}: a weights-only file", hint="verify needs the full Keras 2 "
                          "model file (model.save), or a golden file from convert --save-golden")

@@ -14,6 +14,7 @@ from typing import Any
 
 from k2to3.errors import InputError
 from k2to3.source.classify import LAMBDA, keras_name
+from k2to3.source.files import notebook_source
 from k2to3.source.lint import collect_aliases, dotted
 from k2to3.source.py2 import to_py3
 
@@ -149,6 +150,26 @@ def _static_iter(node: ast.expr, known_values: dict[str, Any]) -> list[Any] | No
         return None
 
 
+def _imported_path(node: ast.expr, defs: dict[str, Definition]) -> str | None:
+    """`keras.backend` where `from tensorflow import keras` was imported -> "tensorflow.keras.backend"; None when
+    `node` is not an attribute chain on an imported name."""
+    parts: list[str] = []
+    root = node
+    while isinstance(root, ast.Attribute):
+        parts.insert(0, root.attr)
+        root = root.value
+    if not parts or not isinstance(root, ast.Name) or root.id not in defs or defs[root.id].kind != "import":
+        return None
+    imp = ast.parse(defs[root.id].code).body[0]
+    if isinstance(imp, ast.Import):
+        module = imp.names[0].name if imp.names[0].asname else root.id
+    elif isinstance(imp, ast.ImportFrom) and imp.module and not imp.level:
+        module = f"{imp.module}.{imp.names[0].name}"
+    else:
+        return None
+    return ".".join([module, *parts])
+
+
 def _eval_const(node: ast.expr, known_values: dict[str, Any]) -> Any:
     if not _static(node, set(known_values)):
         raise ValueError("not static")
@@ -279,6 +300,13 @@ class _Indexer:
                 self.add(Definition(name, "lambda", self.path, stmt.lineno, _segment(self.lines, stmt), set(),
                                     args=[a.arg for a in value.args.args],
                                     lazy_deps=self.lazy_globals("lambda", value)))
+            elif (dotted := _imported_path(value, self.index.defs)) is not None:
+                # `K = keras.backend`, `L = tf.keras.layers`: another name for an imported module's attribute, read
+                # as the import it stands for (`from tensorflow.keras import backend as K`), which the rewrite
+                # to keras.ops understands
+                parent, _, last = dotted.rpartition(".")
+                code = f"from {parent} import {last}" + (f" as {name}" if name != last else "")
+                self.add(Definition(name, "import", self.path, stmt.lineno, code + "\n"))
             elif _static(value, set(self.consts)):
                 self.consts[name] = _eval_const(value, self.consts)
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
@@ -323,9 +351,13 @@ class _Indexer:
 
 
 def imports_from(code: str, path: Any) -> bool:
-    """`from a.b import name` and a file .../a/b.py: the import names that file's definition."""
+    """`from a.b import name` and a file .../a/b.py, .../a/b/__init__.py or a module of the package .../a/b/ (a
+    class its `__init__.py` re-exports): the import names that file's definition."""
     m = re.match(r"from ([\w.]+) import ", code)
-    return bool(m) and str(path).replace("\\", "/").endswith("/" + m.group(1).replace(".", "/") + ".py")
+    if not m:
+        return False
+    file, mod = "/" + str(path).replace("\\", "/"), "/" + m.group(1).replace(".", "/")
+    return file.endswith((mod + ".py", mod + "/__init__.py")) or (mod + "/") in file
 
 
 def _is_main_guard(stmt: ast.If) -> bool:
@@ -452,7 +484,9 @@ def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:
                 raise InputError(f"{p}: --src file not found", hint="pass the Python file that defines the model")
             try:
                 text = p.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
+                if p.suffix == ".ipynb":
+                    text = notebook_source(text)
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
                 raise InputError(f"{p}: cannot read --src file ({exc})") from None
             indexer = _Indexer(index, p, text)
         except _Unparsed as exc:  # a file the model needs nothing from must not block it: the resolution says

@@ -78,6 +78,21 @@ def notebook_cells(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def notebook_source(text: str) -> str:
+    """A notebook's code cells as one module, in order (a later definition replaces an earlier one, as re-running
+    the notebook does); a cell that does not parse is left out, with a comment where it was."""
+    import ast
+
+    parts = []
+    for i, code in notebook_cells(text):
+        try:
+            ast.parse(code)
+        except SyntaxError:
+            code = f"# cell {i}: not Python 3, left out\n"
+        parts.append(f"# cell {i}\n{code}")
+    return "".join(parts)
+
+
 class Cache:
     """Lint results keyed by file content hash, in one index file per tool version and rule set
     (~/.cache/k2to3 or K2TO3_CACHE_DIR): a warm run reads one JSON file instead of parsing."""

@@ -43,12 +43,26 @@ class Resolver:
         self.index = index
         self.res = Resolution(module)
         self.roots: set[str] = set()
+        # root -> whether a need the file alone cannot meet uses it (a root only optional needs use is dropped,
+        # with a warning, when its definitions are incomplete: the file's own translation stays)
+        self.required_root: dict[str, bool] = {}
+        self.need: Need | None = None  # the need being resolved: its errors are warnings when it is optional
         self.hoisted: dict[tuple[Any, ...], tuple[str, Site]] = {}  # site identity -> (function name, site)
         self.exports: dict[str, dict[str, Any]] = {}  # object name -> report record
         self.how: dict[str, str] = {}  # layer -> how its Lambda was matched to a call site
 
     def error(self, code: str, message: str, layer: str | None, fix: str) -> None:
+        if self.need is not None and self.need.optional:  # sources only add: the file alone converts this
+            self.res.findings.append(Finding(code, "warning", f"{message}; converted from the file's own config",
+                                             layer, fix))
+            return
         self.res.findings.append(Finding(code, "error", message, layer, fix))
+
+    def add_roots(self, names: set[str] | frozenset[str]) -> None:
+        required = self.need is None or not self.need.optional
+        for n in names:
+            self.roots.add(n)
+            self.required_root[n] = self.required_root.get(n, False) or required
 
     def note(self, code: str, severity: str, message: str, layer: str | None = None) -> None:
         self.res.findings.append(Finding(code, severity, message, layer))  # type: ignore[arg-type]
@@ -89,6 +103,7 @@ class Resolver:
             self.how[need.layer] = ("name=" if named else "the only compatible call" + (
                 " in the build function's scope" if scoped else ""))  # type: ignore[index]
             if not cands:
+                self.need = need
                 what = "lambda activation" if need.kind == "activation_lambda" else "Lambda layer"
                 self.error(rules_mod.builtin_code("lambda" if need.kind == "lambda" else "activation_lambda"),
                            f"no {what} in the --src files matches it (arguments={sorted(need.arguments)}, "
@@ -112,6 +127,7 @@ class Resolver:
                 continue
             where = ", ".join(s.where for s in cands)
             for need, _ in members:
+                self.need = need
                 self.error(rules_mod.builtin_code("lambda"),
                            f"{len(cands)} source call sites ({where}) could have built the {len(members)} "
                            "Lambda layers like this one; k2to3 cannot tell which", need.layer,
@@ -127,10 +143,12 @@ class Resolver:
                 site = out[layers[0]]
                 for layer in layers:
                     del out[layer]
+                    self.need = next((n for n in needs if n.layer == layer), None)
                     self.error(rules_mod.builtin_code("lambda"),
                                f"its match, the call at {site.where}, runs once at module level but {len(layers)} "
                                "Lambda layers would come from it: not the source of this model", layer,
                                "pass the file that built the model with --src")
+        self.need = None
         return out
 
     def hoist_site(self, site: Site, need: Need) -> tuple[str, dict[str, Any]] | None:
@@ -142,7 +160,7 @@ class Resolver:
                            f"its function '{site.func.id}' ({site.where}) is not a module-level function of the "
                            "--src files", need.layer, "move the function to module level")
                 return None
-            self.roots.add(d.name)
+            self.add_roots({d.name})
             self.export(d.name, "lambda function", d.where, need.layer)
             return d.name, {}
         if not isinstance(site.func, ast.Lambda):
@@ -171,7 +189,7 @@ class Resolver:
             while fname in self.index.defs or fname in {n for n, _ in self.hoisted.values()}:
                 fname += "_"
             self.hoisted[key] = (fname, site)
-            self.roots |= set(site.globals_)
+            self.add_roots(site.globals_)
             self.export(fname, "lambda function", site.where, need.layer)
         else:
             self.exports[self.hoisted[key][0]]["layers"].append(need.layer)
@@ -199,7 +217,7 @@ class Resolver:
             d.code = f"def {d.name}({ast.unparse(lam.args)}):  # {d.where}: a lambda in the source\n" \
                      f"    return ({body})\n"
             d.kind = "function"
-        self.roots.add(d.name)
+        self.add_roots({d.name})
         kind = "class" if d.kind == "class" else (need.key or "function")
         self.export(d.name, kind, d.where, need.layer)
         return d.name
@@ -222,7 +240,7 @@ class Resolver:
                        + (f" ({self.index.dynamic[name]})" if name in self.index.dynamic else ""), need.layer,
                        "pass the file that defines it with --src")
             return None
-        self.roots.add(d.name)
+        self.add_roots({d.name})
         self.export(d.name, "class" if d.kind == "class" else (need.key or "function"), d.where, need.layer)
         return d.name
 
@@ -241,6 +259,7 @@ class Resolver:
             site = sites.get(need.layer)  # type: ignore[arg-type]
             if site is None:
                 continue
+            self.need = need
             got = self.hoist_site(site, need)
             if got is None:
                 continue
@@ -256,6 +275,7 @@ class Resolver:
             else:
                 self.res.activations[(need.layer, need.key)] = fname  # type: ignore[index]
         for need in needs:
+            self.need = need
             if need.kind == "class":
                 got_name = self.named(need, ("class",))
                 if got_name:
@@ -270,6 +290,7 @@ class Resolver:
                     d = self.index.defs[got_name]
                     self.res.lambdas[need.layer] = {"function": got_name, "arguments": need.arguments,  # type: ignore
                                                     "source": d.where}
+        self.need = None
         if build_fn and weights_only:  # the build function makes the model
             d = self.index.defs.get(build_fn)
             if d is None or d.kind not in ("function", "class"):  # a class: MyModel(config) or Builder(cfg).build()
@@ -277,10 +298,12 @@ class Resolver:
                            f"build function '{build_fn}' is not a module-level function or class of the --src files",
                            None, "pass --src FILE.py:FUNCTION naming a function that returns the model")
             else:
-                self.roots.add(build_fn)
+                self.add_roots({build_fn})
                 self.res.build_fn = build_fn
                 self.export(build_fn, "build function", d.where, None)
-        defs, missing = self.index.closure(self.roots)
+        self.drop_incomplete_optional()
+        defs, _ = self.index.closure(self.roots)
+        missing = self.incomplete(self.roots)
         if self.res.build_fn:  # the Keras classes the build function makes (textgenrnn's AttentionWeightedAverage):
             classes = {d.name: d for d in defs if d.kind == "class"}  # the saved model names them, so they are
             for d in classes.values():  # registered like a file config's custom classes
@@ -293,6 +316,45 @@ class Resolver:
         if not self.res.errors:
             self.generate(defs)
         return self.res
+
+    def incomplete(self, roots: set[str]) -> dict[str, str]:
+        """Names the definitions of `roots` need that the sources cannot give: undefined, or imported from a
+        package that is not installed (a weights-only build gets stand-ins for those instead)."""
+        defs, missing = self.index.closure(roots)
+        if not self.res.build_fn:
+            for d in defs:
+                if d.kind == "import" and (mod := missing_package(d.code)):
+                    missing[d.name] = f"is imported from {mod} ({d.where}), which is neither installed nor " \
+                                      "among the --src files"
+        return missing
+
+    def drop_incomplete_optional(self) -> None:
+        """A definition only optional needs use (a loss the compile config keeps by name, a class a k2to3 rule
+        translates) whose own definitions are incomplete in the sources (a loss needing `K` imported in a way k2to3
+        does not follow) is left out with one warning: what the file alone converts stays converted."""
+        optional = [r for r in sorted(self.roots) if not self.required_root.get(r, True)]
+        if not optional or not self.incomplete(self.roots):
+            return
+        for root in optional:
+            miss = self.incomplete({root})
+            if not miss:
+                continue
+            self.roots.discard(root)
+            rec = self.exports.pop(root, None)
+            for table in (self.res.classes, self.res.functions):
+                for key in [k for k, v in table.items() if v == root]:
+                    del table[key]
+            for layer in [k for k, v in self.res.lambdas.items() if v["function"] == root]:
+                del self.res.lambdas[layer]
+            for key in [k for k, v in self.res.activations.items() if v == root]:
+                del self.res.activations[key]
+            name, why = next(iter(sorted(miss.items())))
+            where = rec["source"] if rec else (self.index.defs[root].where if root in self.index.defs else "")
+            self.res.findings.append(Finding(
+                rules_mod.builtin_code("source_missing"), "warning",
+                f"'{root}' ({where}) is not taken from the --src files: name '{name}' it needs {why}; the file's "
+                "own config is converted without it", None,
+                "define or import that name at module level in a --src file"))
 
     # -- generated modules -----------------------------------------------------------------------------------
     def hoisted_code(self, fname: str, site: Site) -> str:
@@ -410,7 +472,10 @@ def _keras_class(d: Definition, classes: dict[str, Definition], depth: int = 0) 
 
 
 def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
-                    training_config: dict[str, Any] | None, module: str, build_fn: str | None = None) -> Resolution:
+                    training_config: dict[str, Any] | None, module: str, build_fn: str | None = None,
+                    required_layers: set[str | None] | None = None) -> Resolution:
+    """`required_layers`: the layers the file alone cannot convert (None: all of them). What the others need is
+    taken from the sources when they define it and left to the file's own translation otherwise."""
     layer_names = {(lay.get("config", {}).get("name") or lay.get("name")) for lay in walk_layers(model_config or {})
                    if not auto_named(lay)}
     build_fn = build_fn.split(".")[0] if build_fn else None  # Builder.build: the class is what the module exports
@@ -421,8 +486,11 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
                                     "--src files",
                                     None, "pass --src FILE.py:FUNCTION naming the function that builds the model"))
         return res
-    return Resolver(index, module).resolve(collect_needs(model_config, training_config), build_fn,
-                                           layer_names - {None}, weights_only=model_config is None)
+    needs = collect_needs(model_config, training_config)
+    if required_layers is not None:
+        for need in needs:
+            need.optional = need.optional or need.layer not in required_layers
+    return Resolver(index, module).resolve(needs, build_fn, layer_names - {None}, weights_only=model_config is None)
 
 
 def _label(where: str) -> str:
@@ -434,9 +502,10 @@ DECOMPILED_LABEL = "decompiled from the file's bytecode (--trust-bytecode)"
 
 
 def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
-                     module: str, build_fn: str | None = None) -> Resolution:
+                     module: str, build_fn: str | None = None,
+                     required_layers: set[str | None] | None = None) -> Resolution:
     """`_resolve_in_files`, and once, as a warning, which --src files were read as Python 2 or skipped."""
-    res = _resolve_in_files(index, model_config, training_config, module, build_fn)
+    res = _resolve_in_files(index, model_config, training_config, module, build_fn, required_layers)
     file_warnings(index, res)
     return res
 
@@ -460,7 +529,8 @@ def file_warnings(index: SourceIndex, res: Resolution) -> None:
 
 
 def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
-                      module: str, build_fn: str | None = None) -> Resolution:
+                      module: str, build_fn: str | None = None,
+                      required_layers: set[str | None] | None = None) -> Resolution:
     """Resolve from several files (a tree, a --src directory): first from each single file that could hold what
     the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
     several scripts would be ambiguous), then from all of them together."""
@@ -478,16 +548,19 @@ def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, t
             if any(d.kind == "import" and any(imports_from(d.code, q) for q in index.texts if q != p)
                    for d in single.defs.values()):
                 continue  # it imports from another of the files (anago's models.py from anago/layers.py): merged
-            res = resolve_sources(single, model_config, training_config, module, build_fn)
+            res = resolve_sources(single, model_config, training_config, module, build_fn, required_layers)
             if not res.errors:
                 found.append((p, res))
         if len(found) == 1:
             return found[0][1]
         if len(found) > 1:  # several scripts could each have built it: a guess could pass against itself
             res = Resolution(module)
-            res.findings.append(Finding(rules_mod.builtin_code("lambda"), "error", "the Lambdas and custom objects "
+            optional = required_layers is not None and not any(n.layer in required_layers for n in needs)
+            res.findings.append(Finding(rules_mod.builtin_code("lambda"), "warning" if optional else "error",
+                                        "the Lambdas and custom objects "
                                         f"resolve from each of {', '.join(str(p) for p, _ in found[:4])}; k2to3 "
-                                        "cannot tell which built the model", None,
+                                        "cannot tell which built the model" + (
+                                            "; converted from the file's own config" if optional else ""), None,
                                         "pass the one file that built it with --src"))
             return res
-    return resolve_sources(index, model_config, training_config, module, build_fn)
+    return resolve_sources(index, model_config, training_config, module, build_fn, required_layers)
