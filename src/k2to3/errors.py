@@ -28,6 +28,14 @@ class K2to3Error(Exception):
         return f"{self.message} ({self.hint})" if self.hint else self.message
 
 
+class NotRunnableHere(K2to3Error):
+    """A backend that cannot run the converted model on this machine (TensorFlow's CPU build has no channels_first
+    Conv2D kernel): that backend is reported `not_runnable` with this reason and the others verify the model."""
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message, Exit.NOT_PORTABLE, hint=hint)
+
+
 class InputError(K2to3Error):
     """The input artifact or an argument is unusable."""
 

@@ -85,12 +85,12 @@ def collect(run: Run, done: dict[str, Done]) -> None:
             results[b] = mine[b][-1].result()
             run.progress(f"{b}: loaded with safe_mode=True and ran")
         except WorkerError as exc:
-            results[b] = {"error": exc.message}
-            run.progress(f"{b}: failed: {exc.message}")
+            results[b] = {"not_runnable" if exc.not_runnable else "error": exc.message}
+            run.progress(f"{b}: {'not runnable here' if exc.not_runnable else 'failed'}: {exc.message}")
     report["memory"] = run.pool.memory_report(run.weight_bytes)
     if run.outputs is None:  # golden unavailable: the Keras 3 tensorflow result is the reference
-        kind = "tensorflow" if "error" not in results.get("tensorflow", {"error": 1}) else next(
-            (b for b in run.backends if "error" not in results[b]), None)
+        kind = "tensorflow" if _ran(results.get("tensorflow", {"error": 1})) else next(
+            (b for b in run.backends if _ran(results[b])), None)
         if kind is None:
             raise K2to3Error("no backend could load the converted model", Exit.INTERNAL,
                              hint=f"see {report['backends'] if 'backends' in report else 'the worker logs'}")
@@ -107,9 +107,15 @@ def collect(run: Run, done: dict[str, Done]) -> None:
     report["weight_hashes_agree"] = len(weight_hashes(report)) == 1
 
 
+def _ran(r: dict[str, Any]) -> bool:
+    return "error" not in r and "not_runnable" not in r
+
+
 def _row(run: Run, b: str, r: dict[str, Any]) -> dict[str, Any]:
     if "error" in r:
         return {"status": "error", "error": r["error"]}
+    if "not_runnable" in r:  # errors.NotRunnableHere: the others verify (docs/exit-codes.md)
+        return {"status": "not_runnable", "reason": r["not_runnable"]}
     assert run.outputs is not None
     stats = compare_outputs(run.load(f"out-{b}"), run.outputs, run.rtol, run.atol)
     return {
@@ -154,6 +160,8 @@ def outcome(report: dict[str, Any]) -> str | None:
     backends = report["backends"]
     if any(v["status"] == "error" for v in backends.values()):
         return "error"
+    if all(v["status"] in ("not_runnable", "skipped") for v in backends.values()):
+        return "not_portable"  # no backend of this machine can run it: nothing verified
     bad = any(v["status"] == "mismatch" or not v.get("weight_hash_matches_build", True) for v in backends.values())
     return "mismatch" if bad or len(weight_hashes(report)) != 1 else None
 
@@ -161,7 +169,7 @@ def outcome(report: dict[str, Any]) -> str | None:
 def numeric(report: dict[str, Any]) -> str | None:
     """parity / within_float32_noise / mismatch over the verified backends (information: the exit code keeps the
     strict tolerance); None when a backend failed to run."""
-    ran = [v for v in report["backends"].values() if v["status"] != "skipped"]
+    ran = [v for v in report["backends"].values() if v["status"] not in ("skipped", "not_runnable")]
     if any(v["status"] == "error" for v in ran):
         return None
     if len(weight_hashes(report)) != 1 or not all(v.get("weight_hash_matches_build") for v in ran):
@@ -211,7 +219,7 @@ def markdown(report: dict[str, Any]) -> list[str]:
              "min rtol | min atol | argmax agree | float32 noise | first divergent layer |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, v in report["backends"].items():
-        if v["status"] in ("error", "skipped"):
+        if v["status"] in ("error", "skipped", "not_runnable"):
             lines.append(f"| {b} | {v['status']}: {v.get('error') or v.get('reason')} | | | | | | | | | |")
             continue
         outs = v["outputs"]

@@ -35,6 +35,7 @@ class Rule:
     after: str = ""
     fix: str = ""
     unblock: str = ""  # the one action that unblocks an artifact this rule blocks (the audit's top blockers)
+    warning: str = ""  # rename_class: what the rename changes, said as a warning on every layer it applies to
 
 
 _ACTIONS = {"drop_keys", "keep_keys", "rename_class", "map_value", "builtin", "source", "keras1"}

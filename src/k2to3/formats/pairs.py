@@ -58,8 +58,13 @@ def config_candidates(weights: Path) -> list[Path]:
     return [d / f"{b}{s}" for b in dict.fromkeys(bases) for s in CONFIG_SUFFIXES]
 
 
+MAX_BESIDE = 64  # other config files of a weights file's directory looked at when no name says which
+
+
 def find_config(weights: Path) -> Path | None:
-    """The config file beside a weights-only file, if exactly one candidate is a Keras model config."""
+    """The config file beside a weights-only file: one with a name that says so (model.json for
+    model_weights.h5), else the one JSON or YAML of the directory that is a Keras model config whose layers take
+    these weights by name (or, failing that, the one that takes them by order)."""
     for cand in config_candidates(weights):
         if cand.is_file() and cand != weights:
             try:
@@ -67,7 +72,17 @@ def find_config(weights: Path) -> Path | None:
             except InputError:
                 continue
             return cand
-    return None
+    try:
+        others = sorted(c for c in weights.parent.iterdir() if c.suffix in CONFIG_SUFFIXES and c.is_file())
+    except OSError:
+        return None
+    by: dict[str, list[Path]] = {"name": [], "order": []}
+    for cand in others[:MAX_BESIDE]:
+        try:
+            by[pair(weights, cand).matched_by].append(cand)
+        except (InputError, NotPortable):
+            continue
+    return next((found[0] for found in by.values() if len(found) == 1), None)
 
 
 def is_weights_only(path: Path) -> bool:
@@ -135,6 +150,11 @@ def read_config(path: Path) -> tuple[dict[str, Any], str | None, str | None]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})", hint=_HINT) from None
+    if isinstance(data, str) and path.suffix == ".json":  # json.dump(model.to_json(), f): the JSON held as a string
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError:
+            pass
     if not isinstance(data, dict) or data.get("class_name") not in _MODEL_CLASSES or "config" not in data:
         what = (f"class_name {data.get('class_name')!r}" if isinstance(data, dict) and "class_name" in data
                 else f"a {type(data).__name__} without class_name/config")

@@ -28,7 +28,7 @@ def backend_rows(report: dict[str, Any]) -> list[dict[str, str]]:
     """One dict per backend: column -> cell (rich markup in `status`)."""
     rows = []
     for b, v in report["backends"].items():
-        if v["status"] in ("error", "skipped"):
+        if v["status"] in ("error", "skipped", "not_runnable"):
             color = "red" if v["status"] == "error" else "yellow"
             rows.append({"backend": b, "status": f"[{color}]{v['status']}[/]",
                          "first divergent layer": v.get("error") or v.get("reason") or ""})

@@ -50,6 +50,7 @@ from k2to3.portable.larq import (
     QuantDepthwiseConv2D,
 )
 from k2to3.portable.layers import (
+    AddLoss,
     ContribInstanceNormalization,
     LayerScale,
     StochasticDepth,
@@ -112,6 +113,7 @@ from k2to3.portable.tfops import (
 )
 
 __all__ = [
+    "AddLoss",
     "ContribInstanceNormalization",
     "Highway",
     "Keras1Merge",

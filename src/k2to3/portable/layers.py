@@ -27,6 +27,26 @@ class ThresholdedReLU(keras.layers.Layer):
 
 
 @register
+class AddLoss(keras.layers.Layer):
+    """tf.keras's `model.add_loss(tensor)` on a functional model: a layer that adds its input as a loss and passes
+    it through (identity in inference); Keras 3 has no such layer, but Layer.add_loss in call does the same."""
+
+    def __init__(self, unconditional: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.unconditional = bool(unconditional)
+
+    def call(self, inputs):
+        self.add_loss(inputs)
+        return inputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        return {**super().get_config(), "unconditional": self.unconditional}
+
+
+@register
 class LayerScale(keras.layers.Layer):
     """ConvNeXt LayerScale (tf_keras.applications.convnext): x * gamma, gamma of shape (projection_dim,)."""
 

@@ -70,7 +70,8 @@ def layer_config(
                 cfg = {k: v for k, v in cfg.items() if k in r.keys}
                 up.note(r.code, "info", f"dropped {', '.join(dropped)} ({r.title})", layer)
         elif r.action == "rename_class" and renames:
-            up.note(r.code, "info", f"{class_name} -> {'k2to3>' if r.portable else ''}{r.to or class_name}", layer)
+            up.note(r.code, "warning" if r.warning else "info",
+                    r.warning or f"{class_name} -> {'k2to3>' if r.portable else ''}{r.to or class_name}", layer)
             class_name = r.to or class_name
             cfg.update(r.set)
             if r.portable:

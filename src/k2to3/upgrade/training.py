@@ -23,6 +23,9 @@ LOSS_ALIASES = {
     "mse": "mean_squared_error", "mae": "mean_absolute_error", "mape": "mean_absolute_percentage_error",
     "msle": "mean_squared_logarithmic_error", "kld": "kl_divergence", "kullback_leibler_divergence":
     "kl_divergence", "logcosh": "log_cosh", "bce": "binary_crossentropy", "cosine_proximity": "cosine_similarity",
+    # Keras 2's upper-case module aliases (keras.losses.MSE = mean_squared_error), written by loss="MSE"
+    "MSE": "mean_squared_error", "MAE": "mean_absolute_error", "MAPE": "mean_absolute_percentage_error",
+    "MSLE": "mean_squared_logarithmic_error", "KLD": "kl_divergence",
 }
 KERAS3_LOSSES = frozenset(
     "mean_squared_error mean_absolute_error mean_absolute_percentage_error mean_squared_logarithmic_error "

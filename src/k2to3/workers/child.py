@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Any
 
-from k2to3.errors import K2to3Error
+from k2to3.errors import K2to3Error, NotRunnableHere
 from k2to3.workers import (
     build,
     builders,
@@ -151,7 +151,8 @@ def main() -> None:
             with _job_switches(backend, req):
                 reply = {"ok": True, **OPS[req["op"]](req)}
         except K2to3Error as exc:
-            reply = {"ok": False, "error": exc.line(), "code": int(exc.code), "traceback": traceback.format_exc()}
+            reply = {"ok": False, "error": exc.line(), "code": int(exc.code), "traceback": traceback.format_exc(),
+                     "not_runnable": isinstance(exc, NotRunnableHere)}
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
             reply = {"ok": False, "error": f"{type(exc).__name__}: {first}", "traceback": traceback.format_exc()}

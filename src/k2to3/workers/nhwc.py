@@ -78,8 +78,8 @@ def refuse_keras3_tf_cpu(keras: Any, model: Any) -> None:
         if type(lay).__name__ in KERAS3_TF_NHWC_ONLY and getattr(lay, "data_format", None) == "channels_first":
             if not cpu_only():
                 return
-            from k2to3.errors import K2to3Error
+            from k2to3.errors import NotRunnableHere
 
-            raise K2to3Error(f"layer '{lay.name}': Keras 3 on TensorFlow has no CPU kernel for a channels_first "
-                             f"{type(lay).__name__} (NHWC only)", hint="verify it on a GPU, or on torch and jax "
-                             "(--backends torch,jax; docs/channels-first.md)")
+            raise NotRunnableHere(f"layer '{lay.name}': Keras 3 on TensorFlow has no CPU kernel for a channels_first "
+                                  f"{type(lay).__name__} (NHWC only)", hint="verify it on a GPU; torch and jax "
+                                  "verify it here (docs/channels-first.md)")

@@ -62,12 +62,14 @@ def cores() -> int:
 
 
 class WorkerError(RuntimeError):
-    def __init__(self, kind: str, message: str, detail: str = "", code: int | None = None):
+    def __init__(self, kind: str, message: str, detail: str = "", code: int | None = None,
+                 not_runnable: bool = False):
         super().__init__(f"{kind} worker: {message}")
         self.kind = kind
         self.message = message
         self.detail = detail
         self.code = code  # an Exit code when the child raised a K2to3Error (a user-facing problem)
+        self.not_runnable = not_runnable  # errors.NotRunnableHere: this backend cannot run the model here
 
 
 def worker_env(backend: str, keras_home: str, threads: int = 1, legacy: bool = False) -> dict[str, str]:
@@ -172,7 +174,7 @@ class Worker:
             by_op[op] = max(by_op.get(op, 0.0), mem["peak_rss_mb"])
         if not reply.get("ok"):
             raise WorkerError(self.role, reply.get("error", "unknown error"), reply.get("traceback", ""),
-                              reply.get("code"))
+                              reply.get("code"), bool(reply.get("not_runnable")))
         return reply
 
     def tail(self, n: int = 20) -> str:
