@@ -81,7 +81,8 @@ def dice_loss(y_true, y_pred):
 """)
     prepared = _prepare(tmp_path, H5 / "fm02_custom_loss.h5", script)
     assert not prepared.plan.errors
-    warned = [f for f in prepared.plan.findings if f.severity == "warning" and "not_installed_anywhere_pkg" in f.message]
+    warned = [f for f in prepared.plan.findings
+              if f.severity == "warning" and "not_installed_anywhere_pkg" in f.message]
     assert len(warned) == 1 and "'dice_loss'" in warned[0].message
 
 
