@@ -101,6 +101,17 @@ def config_aliases() -> dict[str, str]:
     return out
 
 
+def tf_moved() -> dict[str, str]:
+    """tf.random_uniform_initializer -> keras.initializers.RandomUniform etc. ([[moved]] in rules/ops.toml): TensorFlow
+    names of what Keras 3 has under another name, called with the same arguments."""
+    out: dict[str, str] = {}
+    for c in raw_table().get("moved", []):
+        if c["tf"] in out:
+            raise ValueError(f"rules/ops.toml: moved name {c['tf']} is listed twice")
+        out[c["tf"]] = c["to"]
+    return out
+
+
 @cache
 def backend_obsolete() -> dict[str, tuple[str, str]]:
     """K functions with no Keras 3 function to call instead ([[obsolete]] in rules/ops.toml): name -> (finding

@@ -30,6 +30,7 @@ class LintTables:
     tf_aliases: dict[str, str]  # every other name of a TF function -> its canonical name (optable.tf_aliases)
     tf_known: frozenset[str]  # the TF2 functions a compat.v1 name may be a form of
     config: dict[str, str]  # optable.config_aliases
+    tf_moved: dict[str, str]  # optable.tf_moved
     obsolete: dict[str, tuple[str, str]]  # optable.backend_obsolete
     indexed: dict[str, str]  # optable.backend_indexed
     positional: dict[str, tuple[str, ...]]  # keras.ops function -> the parameters it takes positionally
@@ -70,6 +71,7 @@ def build() -> dict[str, Any]:
         "ops": ops,
         "tf_aliases": optable.tf_aliases(),
         "config": optable.config_aliases(),
+        "tf_moved": optable.tf_moved(),
         "obsolete": optable.backend_obsolete(),
         "indexed": optable.backend_indexed(),
         "positional": {name: s["positional"] for name, s in sigs.items()},
@@ -97,6 +99,7 @@ def from_data(data: dict[str, Any]) -> LintTables:
     return LintTables(
         by_tf=by_tf, by_k=_index(entries, "k"), tf_aliases=aliases,
         tf_known=frozenset(by_tf.keys() | set(aliases.values())), config=data["config"],
+        tf_moved=data.get("tf_moved", {}),
         obsolete={k: (v[0], v[1]) for k, v in data["obsolete"].items()}, indexed=data.get("indexed", {}),
         positional={k: tuple(v) for k, v in data["positional"].items()},
         rules=tuple(data["rules"]), calls=data["calls"],

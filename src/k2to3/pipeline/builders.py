@@ -111,18 +111,32 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         combos = [sources.build_args] if sources.build_args is not None else b.combos()
         if not combos:
             continue
-        res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), b.fn)
+        res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), b.fn,
+                               bound=dict.fromkeys(b.bound))  # set by the worker before each build
         if res.errors:  # said in the no-match line: the builder may be the right one
             unextracted.append(f"{b.fn} at {b.where} (its names give {b.score} of the groups) cannot be extracted: "
                                f"{res.errors[0].message}")
             continue
+        unextracted += [f.message for f in res.findings if f.severity == "warning" and STAND_IN_WORDS in f.message
+                        and f.message not in unextracted]
         k2 = work / f"_k2to3_probe{i}_{res.module}.py"
         k2.write_text(res.k2_code)
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
                  "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
-                 "build_args": c if sources.build_args is not None else {"args": [], "kwargs": c},
+                 "build_args": c if sources.build_args is not None else _split(c, b.bound),
                  "how": {p: o for p, v in c.items() if sources.build_args is None and (o := b.origin(p, v))}}
                 for c in combos]
+    return out
+
+
+STAND_IN_WORDS = "is not rewritten for Keras 3"  # source/hoist.py's warning for a stand-in definition
+
+
+def _split(combo: dict[str, Any], bound: list[str]) -> dict[str, Any]:
+    """A combination of values as build_args: the function's arguments, and the module names set before the call."""
+    out: dict[str, Any] = {"args": [], "kwargs": {k: v for k, v in combo.items() if k not in bound}}
+    if any(k in bound for k in combo):
+        out["globals"] = {k: v for k, v in combo.items() if k in bound}
     return out
 
 
@@ -137,7 +151,7 @@ def _call(t: dict[str, Any]) -> str:
 
 def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
     call = _call(t)
-    kwargs = t["build_args"].get("kwargs", {})
+    kwargs = {**t["build_args"].get("kwargs", {}), **(t["build_args"].get("globals") or {})}
     how = "".join(f"; {p}{'=' + repr(kwargs[p]) if isinstance(kwargs.get(p), (int, float, str)) else ''} from {w}"
                   for p, w in (t.get("how") or {}).items())
     cudnn = f"; {t['cudnn']} in the cuDNN layout" if t.get("cudnn") else ""

@@ -174,7 +174,8 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
     from k2to3.source.hoist import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
 
     return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
-                            module_name_for(output.stem), sources.build_fn, required_layers)
+                            module_name_for(output.stem), sources.build_fn, required_layers,
+                            bound=(sources.build_args or {}).get("globals"))
 
 
 def report_section(sources: Sources, resolution: Resolution | None, output: Path) -> dict[str, Any] | None:

@@ -53,9 +53,19 @@ def call_text(fn: str, build_args: dict[str, Any] | None, full: bool = False) ->
         return f"{fn}()"
     parts = [_short(a, full) for a in build_args.get("args", [])]
     parts += [f"{k}={_short(v, full)}" for k, v in build_args.get("kwargs", {}).items()]
-    return f"{fn}({', '.join(parts)})"
+    cls, dot, method = fn.partition(".")  # a builder class's method: its arguments are the constructor's
+    text = f"{cls}({', '.join(parts)}).{method}()" if dot else f"{fn}({', '.join(parts)})"
+    pick = build_args.get("pick")  # one of several models the build makes
+    if pick is not None:
+        text += f"[{pick}]" if isinstance(pick, int) else f".{pick}"
+    bound = build_args.get("globals") or {}
+    if bound:  # module names the sources compute when they run (sizes from the environment)
+        text += " with " + ", ".join(f"{k}={_short(v, full)}" for k, v in bound.items())
+    return text
 
 
 def cli_text(build_args: dict[str, Any] | None) -> str:
-    """The --build-args value that reproduces `build_args`."""
-    return call_text("", build_args, full=True)[1:-1]
+    """The --build-args value that reproduces the call's arguments (a pick among several models, and module names
+    bound by the search, are found again by the search)."""
+    plain = {k: v for k, v in (build_args or {}).items() if k in ("args", "kwargs")}
+    return call_text("", plain, full=True)[1:-1]

@@ -33,6 +33,8 @@ class Builder:
     config: tuple[str, dict[str, Any]] | None = None  # a class's JSON beside the weights: (file name, __init__ kwargs)
     how: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)  # parameter -> (value, where it came from)
     # for values not written at a call site or as a default: weight shapes, a JSON file, a class attribute
+    bound: list[str] = field(default_factory=list)  # module names the sources compute when they run (num_actions =
+    # env.action_space.shape[0]): tried like required parameters, set on the module before the build
 
     def origin(self, param: str, value: Any) -> str | None:
         return next((w for v, w in self.how.get(param, []) if type(v) is type(value) and v == value), None)
@@ -41,15 +43,17 @@ class Builder:
         """kwargs to try: every required parameter needs a value; optional ones are tried at their default first.
         A class configured by a JSON object beside the weights is tried with that object first."""
         first = [self.config[1]] if self.config else []
-        names = [p for p in self.params if p in self.required or self.values.get(p)]
+        names = [p for p in [*self.params, *self.bound] if p in self.required or self.values.get(p)]
         choices = [self.values.get(p, []) if p in self.required else [_DEFAULT, *self.values[p]] for p in names]
         if any(not c for c in choices):
             return first
         out = list(first)
-        for vals in itertools.islice(itertools.product(*choices), MAX_COMBOS):
+        for vals in _by_rank(choices):
             combo = {n: v for n, v in zip(names, vals) if v is not _DEFAULT}
             if combo not in out:
                 out.append(combo)
+            if len(out) >= MAX_COMBOS:
+                break
         return out
 
     def label(self, kwargs: dict[str, Any]) -> str | None:
@@ -65,6 +69,16 @@ class Builder:
 
 
 _DEFAULT = object()
+MAX_ENUMERATED = 200_000  # index tuples ordered by rank (each parameter's candidates come likeliest first)
+
+
+def _by_rank(choices: list[list[Any]]) -> list[tuple[Any, ...]]:
+    """Every parameter's candidates combined, the combinations of likelier candidates first (the sum of their
+    ranks), so that three parameters each with several candidates all get their first ones tried together."""
+    sizes = [len(c) for c in choices]
+    index_tuples = itertools.islice(itertools.product(*(range(n) for n in sizes)), MAX_ENUMERATED)
+    ranked = sorted(index_tuples, key=lambda t: (sum(t), t))
+    return [tuple(c[i] for c, i in zip(choices, t)) for t in ranked]
 
 
 def _called(node: ast.Call) -> str | None:
@@ -292,17 +306,29 @@ def _class_targets(cls: ast.ClassDef) -> list[tuple[str, ast.FunctionDef | None]
     methods = {s.name: s for s in cls.body if isinstance(s, ast.FunctionDef)}
     init = methods.get("__init__")
     out: list[tuple[str, ast.FunctionDef | None]] = []
-    if any(ast.unparse(b).split(".")[-1] == "Model" for b in cls.bases):  # Model, keras.Model, tf.keras.Model
+    if any(ast.unparse(b).split(".")[-1] in ("Model", "Sequential") for b in cls.bases):  # keras.Model, tf.keras...
         out.append((cls.name, init))
     for name, m in methods.items():
         required = len(m.args.args) - len(m.args.defaults)
         if name != "__init__" and _is_build(m) and required <= 1 and not m.args.kwonlyargs:
             out.append((f"{cls.name}.{name}", init))
+    if not out and init is not None and _builds_in_init(init, methods):
+        out.append((cls.name, init))  # an agent whose __init__ builds self.model (self._make_model(n, m), inline)
     return out
 
 
+def _builds_in_init(init: ast.FunctionDef, methods: dict[str, ast.FunctionDef]) -> bool:
+    """__init__ makes a model itself, or calls a method of the class that does (self._build(...))."""
+    if _is_build(init):
+        return True
+    called = {n.func.attr for n in ast.walk(init) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+    return any(m in methods and _is_build(methods[m]) for m in called)
+
+
 def _class_builders(file: _File, files: list[_File], layer_names: list[str], weights: Path | None,
-                    only: str | None) -> list[Builder]:
+                    only: str | None, index: SourceIndex | None = None,
+                    groups: list[dict[str, Any]] | None = None) -> list[Builder]:
     found = []
     for cls in file.classes.values():
         for name, init in _class_targets(cls):
@@ -319,8 +345,62 @@ def _class_builders(file: _File, files: list[_File], layer_names: list[str], wei
             b.patterns = list(dict.fromkeys(p for n in ast.walk(cls) if isinstance(n, ast.Call) for k in n.keywords
                                             if k.arg == "name" for p in [_pattern(k.value)] if p))
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
+            if index is not None:
+                b.bound = [g for g in _computed_globals(index, cls.name) if g not in params]
+                _size_values(b, [cls, file.tree], groups)
             found.append(b)
     return found
+
+
+MAX_DIMS = 6  # weight-shape dimensions tried for one size the sources do not give
+
+
+def shape_dims(groups: list[dict[str, Any]]) -> list[int]:
+    """The distinct dimensions of the file's weight shapes, the likeliest sizes first: the first layer's weight
+    dimensions (its input width), the last layer's output width, then by how often they occur."""
+    if not groups:
+        return []
+    first = [int(d) for d in groups[0]["shapes"][0]] if groups[0]["shapes"] else []
+    last = [int(groups[-1]["shapes"][-1][-1])] if groups[-1]["shapes"] and groups[-1]["shapes"][-1] else []
+    counts: dict[int, int] = {}
+    for g in groups:
+        for shape in g["shapes"]:
+            for d in shape:
+                counts[int(d)] = counts.get(int(d), 0) + 1
+    rest = sorted(counts, key=lambda d: -counts[d])
+    return [d for d in dict.fromkeys([*first, *last, *rest]) if d > 0]
+
+
+def _objectlike(name: str, trees: list[ast.AST]) -> bool:
+    """`name.shape`, `name[0]`, `for x in name`: an object or a sequence, not a size a weight shape shows."""
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.value, ast.Name) \
+                    and node.value.id == name:
+                return True
+            if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Name) \
+                    and node.iter.id == name:
+                return True
+    return False
+
+
+def _size_values(b: Builder, trees: list[ast.AST], groups: list[dict[str, Any]] | None) -> None:
+    """A required parameter (or a module name the sources compute when they run) that nothing else gives a value
+    and that is used as a number: the file's weight dimensions, the likeliest first (the tf_keras build says which)."""
+    dims = shape_dims(groups or [])[:MAX_DIMS]
+    for p in [*b.required, *b.bound]:
+        if b.values.get(p) or not dims or _objectlike(p, trees):
+            continue
+        for d in dims:
+            _add(b.values, p, d)
+        b.how.setdefault(p, []).extend((d, "the file's weight shapes") for d in dims)
+
+
+def _computed_globals(index: SourceIndex, name: str) -> list[str]:
+    """Module names the build needs that the sources assign by running code (num_actions =
+    env.action_space.shape[0]): sizes the search may bind from the weight shapes."""
+    _, missing = index.closure({name})
+    return sorted(n for n, why in missing.items() if why.startswith("is assigned by running code"))
 
 
 def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | None = None,
@@ -331,7 +411,7 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
     files = [_File(p, t) for p, t in index.texts.items()]
     found = []
     for file in files:
-        found += _class_builders(file, files, layer_names, weights, only)
+        found += _class_builders(file, files, layer_names, weights, only, index, groups)
         for name, fn in file.functions.items():
             if (only and name != only) or not (only or any(isinstance(n, ast.Call) and _called(n) in BUILDS
                                                            for n in ast.walk(fn))):
@@ -352,6 +432,8 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
                     b.values[p] = vs + [v for v in b.values.get(p, []) if v not in vs]
             b.patterns = _name_patterns(fn, file, index)
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
+            b.bound = [g for g in _computed_globals(index, name) if g not in params]
+            _size_values(b, [*_bodies(fn, file, index), file.tree], groups)
             found.append(b)
     return sorted(found, key=lambda b: -b.score)
 

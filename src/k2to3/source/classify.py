@@ -4,6 +4,7 @@ rules/ops.toml (the table the TFOpLambda translator uses too)."""
 from __future__ import annotations
 
 import ast
+import contextvars
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,10 @@ TF1_ONLY = {"Session", "InteractiveSession", "placeholder", "get_default_graph",
 BACKEND_TF1 = {"function", "gradients", "get_session", "set_session", "placeholder", "stop_gradient_graph",
                "learning_phase", "set_learning_phase", "get_graph", "update", "update_add", "batch_get_value",
                "batch_set_value", "get_value", "set_value", "eval", "variable", "constant"}
+# Set while the source pass rewrites a generated module (source/hoist.py): every line of it runs inside the model,
+# so tf.constant / tf.convert_to_tensor, which ordinary code uses outside a model (not reported there), are
+# rewritten from the op table as any op is.
+MODEL_CODE: contextvars.ContextVar[bool] = contextvars.ContextVar("model_code", default=False)
 # TensorFlow namespaces that are not model ops (input pipelines, I/O, training loops): not reported.
 TF_NOT_OPS = ("data.", "io.", "train.", "config.", "saved_model.", "summary.", "distribute.", "debugging.",
               "test.", "estimator.", "lite.", "profiler.", "sysconfig.", "version", "function", "print",
@@ -97,7 +102,10 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
                                  "equivalent; it ties the model to TensorFlow")
     if name in TF1_ONLY or (name.startswith("compat.v1.") and (last in TF1_ONLY or name not in table)):
         return Verdict("K2T204", f"tf.{name} is a TensorFlow 1 graph API")
-    if name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS:
+    if name in tables.tf_moved:
+        return Verdict("K2T104", f"tf.{name} is {tables.tf_moved[name]} in Keras 3", True, tables.tf_moved[name],
+                       [(kw, Expr(node)) for kw, node in call.raw])
+    if (name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS) and not (MODEL_CODE.get() and name in table):
         return None
     entry = table.get(name)
     if entry is None:

@@ -8,6 +8,7 @@ import ast
 import builtins
 import re
 import symtable
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ class SourceIndex:
     counter: int = 0
     calls: dict[str, set[str]] = field(default_factory=dict)  # module-level function -> names it calls
     literal_names: dict[str, set[str]] = field(default_factory=dict)  # function -> its name="..." literals
+    # function -> the capitalised names it calls (Conv2D, layers.Dense, Convolution2D): the layer classes it makes
+    class_calls: dict[str, list[str]] = field(default_factory=dict)
     # custom_objects={"name": obj} passed to load_model / model_from_json / CustomObjectScope /
     # get_custom_objects().update(...): artifact name -> (module-level name it maps to, path:line)
     custom_objects: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -258,9 +261,13 @@ class _Indexer:
         for stmt in self.tree.body:
             self.statement(stmt)
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                calls, names = set(), set()
+                calls, names, classes = set(), set(), []
                 for n in ast.walk(stmt):
                     if isinstance(n, ast.Call):
+                        callee = n.func.id if isinstance(n.func, ast.Name) else \
+                            n.func.attr if isinstance(n.func, ast.Attribute) else ""
+                        if callee[:1].isupper():
+                            classes.append(callee)
                         if isinstance(n.func, ast.Name):
                             calls.add(n.func.id)
                         for k in n.keywords:
@@ -268,7 +275,51 @@ class _Indexer:
                                 names.add(k.value.value)
                 self.index.calls[stmt.name] = calls
                 self.index.literal_names[stmt.name] = names
+                self.index.class_calls[stmt.name] = classes
+        self.nested_definitions()
         _SiteVisitor(self).visit(self.tree)
+
+    def nested_definitions(self) -> None:
+        """Functions and classes defined inside a module-level function or a method (a VAE's `def sampling(args)`
+        in `_build_encoder`, `class Sampling(Layer)` in `build()`): what the saved model names by class or function
+        name, hoisted to module level when they use none of the enclosing function's local names (a definition
+        that does is recorded as run-time, with the names, so the stop says which). A module-level definition of
+        the same name wins."""
+        outer = [s for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        outer += [m for c in self.tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                  if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for fn in outer:
+            local = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+            local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            for node in ast.walk(fn):
+                if node is fn or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                if node.name in self.index.defs or node.name in self.index.dynamic:
+                    continue
+                own = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+                own |= {a.arg for sub in ast.walk(node) if isinstance(sub, (ast.FunctionDef, ast.Lambda))
+                        for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
+                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                captured = sorted((used & local) - own - {node.name})
+                where = f"{self.path}:{node.lineno}"
+                if captured:
+                    self.index.dynamic[node.name] = (f"{where} (defined inside {fn.name}() and using its local "
+                                                     f"name(s) {', '.join(captured[:4])})")
+                    continue
+                code = textwrap.dedent(_segment(self.lines, node))
+                kind = "class" if isinstance(node, ast.ClassDef) else "function"
+                try:
+                    tree = ast.parse(code)
+                except SyntaxError:
+                    continue
+                top = tree.body[0]
+                deps = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                self.add(Definition(node.name, kind, self.path, node.lineno,
+                                    f"# defined inside {fn.name}() at {where}, hoisted to module level\n{code}",
+                                    deps - own - {node.name},
+                                    args=[a.arg for a in top.args.args] if kind == "function" else []))
 
     def statement(self, stmt: ast.stmt) -> None:
         where = f"{self.path}:{stmt.lineno}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ import libcst as cst
 
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
+from k2to3.errors import STAND_IN_MARK
+from k2to3.source.classify import MODEL_CODE
 from k2to3.source.extract import Definition, Site, SourceIndex, imports_from, index_sources
 from k2to3.source.fix import fix_source
 from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
@@ -30,7 +33,10 @@ from k2to3.source.resolution import Resolution
 from k2to3.source.tfkeras_module import ToTfKeras
 from k2to3.upgrade.decompile import DECOMPILED_PREFIX
 from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
+from k2to3.upgrade.plan import MODEL_CLASSES
 from k2to3.version import __version__
+
+MIN_CLASS_MATCH = 0.9  # a builder chosen by its layer calls alone must reproduce the model's layer classes
 
 
 def _ident(layer: str) -> str:
@@ -47,6 +53,8 @@ class Resolver:
         # with a warning, when its definitions are incomplete: the file's own translation stays)
         self.required_root: dict[str, bool] = {}
         self.need: Need | None = None  # the need being resolved: its errors are warnings when it is optional
+        self.scope_how = ""  # how the build function's scope was chosen, when not by name
+        self.defaults: dict[str, list[Any]] = {}  # hoisted function -> its default values, from the file
         self.hoisted: dict[tuple[Any, ...], tuple[str, Site]] = {}  # site identity -> (function name, site)
         self.exports: dict[str, dict[str, Any]] = {}  # object name -> report record
         self.how: dict[str, str] = {}  # layer -> how its Lambda was matched to a call site
@@ -79,17 +87,40 @@ class Resolver:
             return False
         return site.has_output_shape == need.has_output_shape
 
-    def scope(self, build_fn: str | None, layer_names: set[str]) -> set[str] | None:
+    def scope(self, build_fn: str | None, layer_names: set[str], layer_classes: list[str] | None = None
+              ) -> set[str] | None:
         """The functions that built this model: what `FILE:FUNCTION` reaches, else what the function whose
-        name="..." literals best match the artifact's layer names reaches; None when nothing says."""
+        name="..." literals best match the artifact's layer names reaches, else (auto-named layers) what the one
+        function whose layer calls best match the artifact's layer classes reaches; None when nothing says."""
         if build_fn:
             return self.index.reachable(build_fn)
         score = {f: len(names & layer_names) for f, names in self.index.literal_names.items()}
         best = max(score.values(), default=0)
         if best == 0:
-            return None
+            return self.scope_by_classes(layer_classes or [])
         tops = [f for f, v in score.items() if v == best]
         return set().union(*(self.index.reachable(f) for f in tops))
+
+    def scope_by_classes(self, layer_classes: list[str]) -> set[str] | None:
+        """Several builders in one file (a CarND repository's nvidia(), comma_ai(), lenet(), ...), none naming its
+        layers: the function (with what it calls) whose layer-class calls are closest to the model's layer classes
+        as a multiset (intersection over union); None when no single function is closest."""
+        want = Counter(c for c in layer_classes if c not in ("InputLayer",))
+        owners = {s.owner for s in self.index.sites if s.owner is not None}
+        if not want or len(owners) < 2:
+            return None
+        score = {}
+        for f in owners:
+            got = Counter(c for g in self.index.reachable(f) for c in self.index.class_calls.get(g, [])
+                          if c not in MODEL_CLASSES)
+            union = sum((got | want).values())
+            score[f] = sum((got & want).values()) / union if union else 0.0
+        best = max(score.values())
+        tops = [f for f, v in score.items() if v == best]
+        if len(tops) != 1 or best < MIN_CLASS_MATCH:
+            return None
+        self.scope_how = f"{tops[0]}(), whose layer calls match the model's layer classes ({best:.2f})"
+        return self.index.reachable(tops[0])
 
     def match(self, needs: list[Need], scope: set[str] | None = None) -> dict[str, Site]:
         sites = self.index.sites
@@ -101,7 +132,7 @@ class Resolver:
             scoped = [s for s in cands if scope is not None and s.owner in scope]
             cands = scoped or cands
             self.how[need.layer] = ("name=" if named else "the only compatible call" + (
-                " in the build function's scope" if scoped else ""))  # type: ignore[index]
+                f" in {self.scope_how or 'the build function'}" if scoped else ""))  # type: ignore[index]
             if not cands:
                 self.need = need
                 what = "lambda activation" if need.kind == "activation_lambda" else "Lambda layer"
@@ -189,6 +220,11 @@ class Resolver:
             while fname in self.index.defs or fname in {n for n, _ in self.hoisted.values()}:
                 fname += "_"
             self.hoisted[key] = (fname, site)
+            if need.defaults is not None and isinstance(site.func, ast.Lambda) \
+                    and len(need.defaults) == len(site.func.args.defaults):
+                # `lambda x, mean=mean_list: ...` inside the build function: mean_list is a local there, but the
+                # file stores the values the defaults had (Keras 2's func_dump); the hoisted function takes them
+                self.defaults[fname] = need.defaults
             self.add_roots(site.globals_)
             self.export(fname, "lambda function", site.where, need.layer)
         else:
@@ -245,7 +281,7 @@ class Resolver:
         return d.name
 
     def resolve(self, needs: list[Need], build_fn: str | None, layer_names: set[str],
-                weights_only: bool = False) -> Resolution:
+                weights_only: bool = False, layer_classes: list[str] | None = None) -> Resolution:
         mapped = self.index.custom_objects.get("<lambda>")
         if mapped:  # load_model(..., custom_objects={"<lambda>": fn}): what Keras 2 itself used for "<lambda>"
             for need in [n for n in needs if n.kind == "activation_lambda" and not n.closure]:
@@ -254,7 +290,7 @@ class Resolver:
                     self.res.activations[(need.layer, need.key)] = got_name  # type: ignore[index]
                 needs = [n for n in needs if n is not need]
         lambda_needs = [n for n in needs if n.kind in ("lambda", "activation_lambda")]
-        sites = self.match(lambda_needs, self.scope(build_fn, layer_names))
+        sites = self.match(lambda_needs, self.scope(build_fn, layer_names, layer_classes))
         for need in lambda_needs:
             site = sites.get(need.layer)  # type: ignore[arg-type]
             if site is None:
@@ -360,7 +396,12 @@ class Resolver:
     def hoisted_code(self, fname: str, site: Site) -> str:
         lam = site.func
         assert isinstance(lam, ast.Lambda)
-        params = ast.unparse(lam.args)
+        args = lam.args
+        if fname in self.defaults:
+            args = ast.arguments(posonlyargs=args.posonlyargs, args=args.args, vararg=args.vararg,
+                                 kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults, kwarg=args.kwarg,
+                                 defaults=[ast.parse(repr(v), mode="eval").body for v in self.defaults[fname]])
+        params = ast.unparse(args)
         if site.frees:
             params += (", " if params else "") + ("" if lam.args.vararg or lam.args.kwonlyargs else "*, ") \
                 + ", ".join(site.frees)
@@ -401,16 +442,34 @@ class Resolver:
               + f"\n\nK2TO3_OBJECTS = {{\n{objects}}}\n"
               f"for _name, _obj in K2TO3_OBJECTS.items():\n"
               f"    keras.saving.register_keras_serializable(package={self.res.package!r}, name=_name)(_obj)\n")
-        k3, _ = fix_source(k3, f"{self.res.module}.py")
-        findings, _ = lint_source(k3, f"{self.res.module}.py", prefilter=False)
+        token = MODEL_CODE.set(True)
+        try:
+            k3, _ = fix_source(k3, f"{self.res.module}.py")
+            findings, _ = lint_source(k3, f"{self.res.module}.py", prefilter=False)
+        finally:
+            MODEL_CODE.reset(token)
         tree = ast.parse(k3)
+        unusable: dict[str, str] = {}
         for f in findings:
             owner = next((s for s in tree.body if s.lineno <= f.line <= (s.end_lineno or s.lineno)), None)
             name = getattr(owner, "name", None)
             where = self.exports.get(name, {}).get("source") or (self.index.defs[name].where if name in
                                                                   self.index.defs else "the generated module")
+            if self.res.build_fn and name and name != self.res.build_fn \
+                    and isinstance(owner, (ast.ClassDef, ast.FunctionDef)):
+                # a weights-only build reaches this definition in its source, but the model may never call it
+                # (anago's CRF with use_crf=False): a stand-in that stops on one line if the build does call it
+                unusable.setdefault(name, f"{f.message} (in {name} from {where})")
+                continue
             self.error(f.code, f"{f.message} (in {name or 'module'} from {where})", None,
                        "replace it with a keras.ops call in the source, then convert again")
+        if unusable:
+            k3 = _with_stand_ins(k3, tree, unusable)
+            for name, why in unusable.items():
+                self.res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "warning",
+                                                 f"'{name}' is not rewritten for Keras 3: {why}; the build stops on "
+                                                 "one line if the model uses it", None,
+                                                 "rewrite it with keras.ops in the source if the model needs it"))
         self.res.k3_code = k3
         k2 = (f'"""Generated by k2to3 {__version__} from {srcs} for the Keras 2 (tf_keras) reference: the user\'s\n'
               f'code as written, imports pointed at tf_keras."""\n\n'
@@ -435,6 +494,21 @@ class Resolver:
 
 
 
+
+
+def _with_stand_ins(code: str, tree: ast.Module, unusable: dict[str, str]) -> str:
+    """The module with each unusable top-level definition replaced by a class that raises when called."""
+    lines = code.splitlines(keepends=True)
+    for node in sorted((n for n in tree.body if getattr(n, "name", None) in unusable), key=lambda n: -n.lineno):
+        name = node.name  # type: ignore[attr-defined]
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+        msg = f"{STAND_IN_MARK} {name} for Keras 3: {unusable[name]}"
+        stub = (f"class {name}:  # {STAND_IN_MARK} it: see the raise\n"
+                f"    def __init__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"
+                f"    def __call__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"
+                f"    def get_config(self):\n        raise NotImplementedError({msg!r})\n")
+        lines[start:node.end_lineno] = [stub]
+    return "".join(lines)
 
 
 _TF_IMPORT = re.compile(r"^(from tensorflow(\.[\w.]+)? import|import tensorflow)\b")
@@ -490,7 +564,9 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
     if required_layers is not None:
         for need in needs:
             need.optional = need.optional or need.layer not in required_layers
-    return Resolver(index, module).resolve(needs, build_fn, layer_names - {None}, weights_only=model_config is None)
+    classes = [str(lay.get("class_name")) for lay in walk_layers(model_config or {})]
+    return Resolver(index, module).resolve(needs, build_fn, layer_names - {None}, weights_only=model_config is None,
+                                           layer_classes=classes)
 
 
 def _label(where: str) -> str:
@@ -503,11 +579,29 @@ DECOMPILED_LABEL = "decompiled from the file's bytecode (--trust-bytecode)"
 
 def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
                      module: str, build_fn: str | None = None,
-                     required_layers: set[str | None] | None = None) -> Resolution:
-    """`_resolve_in_files`, and once, as a warning, which --src files were read as Python 2 or skipped."""
+                     required_layers: set[str | None] | None = None,
+                     bound: dict[str, Any] | None = None) -> Resolution:
+    """`_resolve_in_files`, and once, as a warning, which --src files were read as Python 2 or skipped. `bound`:
+    module names the sources compute when they run, given the values the build search found (None while it
+    probes: the worker sets them before each build)."""
+    if bound:
+        index = with_bound(index, bound)
     res = _resolve_in_files(index, model_config, training_config, module, build_fn, required_layers)
     file_warnings(index, res)
     return res
+
+
+def with_bound(index: SourceIndex, bound: dict[str, Any]) -> SourceIndex:
+    """The index with each bound name a module constant of the generated modules, saying where its value came
+    from (the index itself is shared by every candidate of a search: it is not changed)."""
+    defs = dict(index.defs)
+    order = min((d.order for d in defs.values()), default=0) - len(bound)
+    for i, (name, value) in enumerate(bound.items()):
+        where = index.dynamic.get(name, "the --src files")
+        defs[name] = Definition(name, "constant", Path(where.rsplit(":", 1)[0]), 0,
+                                f"{name} = {value!r}  # computed by running code at {where}; the value the weights "
+                                "were built with, found by k2to3's build search\n", order=order + i)
+    return dataclasses.replace(index, defs=defs, dynamic={k: v for k, v in index.dynamic.items() if k not in bound})
 
 
 def file_warnings(index: SourceIndex, res: Resolution) -> None:

@@ -17,9 +17,19 @@ _SUBMODULE = re.compile(r"\b((?:tensorflow\.)?keras\.layers)\.(" + "|".join(KERA
 _FRAMEWORKS = frozenset({"keras", "tensorflow", "tf_keras", "numpy", "scipy", "h5py"})
 
 
+# Keras 2's engine modules, where Keras 2.0-2.2 code imported Layer and InputSpec (and Model); tf_keras and Keras 3
+# have no such modules, and re-export the names from keras.layers (keras.models for Model)
+_ENGINE = re.compile(r"\bfrom ((?:tensorflow\.)?keras)\.engine(?:\.(?:topology|base_layer|input_spec|input_layer))?"
+                     r" import\b")
+_ENGINE_TRAINING = re.compile(r"\bfrom ((?:tensorflow\.)?keras)\.engine\.training import\b")
+_OBJECTIVES = re.compile(r"\b((?:tensorflow\.)?keras)\.objectives\b")  # Keras 1's name of keras.losses
+
+
 def flat_layer_paths(code: str) -> str:
-    """`from keras.layers.merge import Concatenate` -> `from keras.layers import Concatenate`."""
-    return _SUBMODULE.sub(r"\1", code)
+    """`from keras.layers.merge import Concatenate` -> `from keras.layers import Concatenate`;
+    `from keras.engine.topology import Layer` -> `from keras.layers import Layer`."""
+    code = _OBJECTIVES.sub(r"\1.losses", _ENGINE_TRAINING.sub(r"from \1.models import", code))
+    return _SUBMODULE.sub(r"\1", _ENGINE.sub(r"from \1.layers import", code))
 
 
 def missing_package(code: str) -> str | None:

@@ -27,9 +27,24 @@ def _as_expr(dotted: str) -> cst.Attribute | cst.Name:
     return cst.parse_expression(dotted)  # type: ignore[return-value]
 
 
+# Keras 2.0 still took Keras 1's Model(input=..., output=...) (with a warning); tf_keras raises on it
+MODEL_KEYWORDS = {"input": "inputs", "output": "outputs"}
+
+
 class ToTfKeras(cst.CSTTransformer):
     """Keras 2 imports -> tf_keras (standalone keras 2, tensorflow.keras); `import tensorflow as tf` -> the TF1
-    fallback object, in every scope (Keras 2.2-era Lambdas import tensorflow inside the function)."""
+    fallback object, in every scope (Keras 2.2-era Lambdas import tensorflow inside the function); Keras 1's
+    Model(input=, output=) keywords -> inputs=, outputs=."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> Any:
+        if not _dotted(updated.func).split(".")[-1] == "Model":
+            return updated
+        given = {a.keyword.value for a in updated.args if a.keyword is not None}
+        if not given & set(MODEL_KEYWORDS) or given & set(MODEL_KEYWORDS.values()):
+            return updated
+        return updated.with_changes(args=[a.with_changes(keyword=cst.Name(MODEL_KEYWORDS[a.keyword.value]))
+                                          if a.keyword is not None and a.keyword.value in MODEL_KEYWORDS else a
+                                          for a in updated.args])
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> Any:
         if len(updated.names) != 1:

@@ -32,6 +32,7 @@ class Need:
     closure: list[Any] | None = None
     fn_name: str | None = None  # a function stored by name
     optional: bool = False  # a class a k2to3 rule also handles: the source's own definition wins if present
+    defaults: list[Any] | None = None  # the lambda's default argument values as the file stores them (func_dump)
 
 
 ACTIVATION_KEYS = ("activation", "recurrent_activation")
@@ -78,7 +79,9 @@ def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str
                 continue
             needs.append(Need("lambda", name, arguments=dict(lc.get("arguments") or {}),
                               has_output_shape=lc.get("output_shape") is not None,
-                              closure=fn[2] if isinstance(fn, list) and len(fn) == 3 else None))
+                              closure=fn[2] if isinstance(fn, list) and len(fn) == 3 else None,
+                              defaults=fn[1] if isinstance(fn, list) and len(fn) == 3 and isinstance(fn[1], list)
+                              else None))
         elif cls not in known:
             needs.append(Need("class", name, class_name=str(cls).split(">")[-1],
                               optional=cls in by_rule and is_qkeras(str(cls), lc)

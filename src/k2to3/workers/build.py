@@ -100,11 +100,17 @@ def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
 
 
 def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
+    from k2to3.errors import STAND_IN_MARK, Exit
     from k2to3.workers.builders import call_build, target
 
     module = sys.modules[os.path.splitext(os.path.basename(req["modules"][0]))[0]]
-    return call_build(target(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
-                      skipped)
+    try:
+        return call_build(target(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
+                          skipped)
+    except NotImplementedError as exc:  # a definition the generated module could not rewrite, and the build uses
+        if STAND_IN_MARK not in str(exc):
+            raise
+        raise K2to3Error(str(exc), Exit.NOT_PORTABLE, hint="rewrite it with keras.ops in the source") from None
 
 
 def _cudnn_groups(model: Any, artifact: Any, renames: dict[str, str]) -> dict[str, str]:

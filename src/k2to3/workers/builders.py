@@ -4,6 +4,7 @@ probe_builds, which builds candidate functions with tf_keras and compares each m
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,23 +36,53 @@ def target(objects: Any, name: str) -> Any:
     return objects[head] if isinstance(objects, dict) else getattr(objects, head)
 
 
+def models_in(result: Any, model_cls: Any) -> list[tuple[Any, Any]]:
+    """The keras Models a build returned, each with how to pick it again: the model itself (None), an element of a
+    returned tuple (`return actor, critic`: its index), or an attribute of a returned or built instance (an agent
+    whose __init__ sets `self.model`: the attribute's name)."""
+    if isinstance(result, model_cls):
+        return [(None, result)]
+    if isinstance(result, (tuple, list)):
+        return [(i, m) for i, m in enumerate(result) if isinstance(m, model_cls)]
+    if hasattr(result, "__dict__") and not isinstance(result, type):
+        return [(k, v) for k, v in vars(result).items() if isinstance(v, model_cls)]
+    return []
+
+
+def call_builds(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
+                skipped: list[str] | None = None) -> list[tuple[Any, Any]]:
+    """Every model one build makes (`models_in`). `name`: FUNCTION, CLASS (a Model subclass configured by its
+    __init__, or a class whose __init__ builds its model) or CLASS.METHOD (a builder class: the method returns the
+    model, or sets it on the instance, as anago's BiLSTMCRF.build sets self.model). build_args["globals"]: module
+    names the sources assign by running code (sizes read from the environment), set before the call."""
+    args = build_args or {}
+    for key, value in (args.get("globals") or {}).items():
+        module = sys.modules.get(getattr(fn, "__module__", ""))
+        if module is not None:
+            setattr(module, key, value)
+    with own_loads_skipped(model_cls, skipped if skipped is not None else []):
+        result = fn(*args.get("args", []), **args.get("kwargs", {}))
+        if "." in name:
+            owner = result
+            result = getattr(owner, name.split(".", 1)[1])()
+            if not isinstance(result, model_cls):  # the method stored the model on the instance
+                result = result if models_in(result, model_cls) else owner
+    found = models_in(result, model_cls)
+    if isinstance(fn, type) and "." not in name and isinstance(result, model_cls):
+        found = [(None, _functional(result, name, model_cls))]
+    return found
+
+
 def call_build(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
                skipped: list[str] | None = None) -> Any:
-    """`name`: FUNCTION, CLASS (a Model subclass configured by its __init__) or CLASS.METHOD (a builder class: the
-    method returns the model, or sets it on the instance, as anago's BiLSTMCRF.build sets self.model)."""
-    args = build_args or {}
-    with own_loads_skipped(model_cls, skipped if skipped is not None else []):
-        model = fn(*args.get("args", []), **args.get("kwargs", {}))
-        if "." in name:
-            owner = model
-            model = getattr(owner, name.split(".", 1)[1])()
-            if not isinstance(model, model_cls):  # the method stored the model on the instance
-                found = [v for v in vars(owner).values() if isinstance(v, model_cls)]
-                model = found[0] if len(found) == 1 else model
-    if not isinstance(model, model_cls):
-        raise K2to3Error(f"{name}() returned {type(model).__name__}, not a keras Model",
-                         hint="pass a function that builds and returns the model")
-    return _functional(model, name, model_cls) if isinstance(fn, type) and "." not in name else model
+    """The one model a build makes, or the one build_args["pick"] names among several."""
+    found = call_builds(fn, name, build_args, model_cls, skipped)
+    pick = (build_args or {}).get("pick")
+    chosen = [m for k, m in found if k == pick] if pick is not None else [m for _, m in found]
+    if len(chosen) != 1:
+        what = "no keras Model" if not found else f"{len(found)} models ({', '.join(str(k) for k, _ in found)})"
+        raise K2to3Error(f"{name}() made {what}", hint="pass a function that builds and returns the model")
+    return chosen[0]
 
 
 def _functional(model: Any, name: str, model_cls: Any) -> Any:
@@ -60,6 +91,8 @@ def _functional(model: Any, name: str, model_cls: Any) -> Any:
     One whose graph exists only in call() is refused: it has no layer graph to rebuild."""
     if getattr(model, "_is_graph_network", False) or any(c.__name__ == "Functional" for c in type(model).__mro__[1:]):
         return model_cls(model.inputs, model.outputs, name=model.name)
+    if any(c.__name__ == "Sequential" for c in type(model).__mro__[1:]) and getattr(model, "inputs", None):
+        return model_cls(model.inputs, model.outputs, name=model.name)  # a Sequential subclass, built
     raise K2to3Error(f"{name}(...) is a subclassed keras Model whose layers are connected only in call(): k2to3 "
                      "rebuilds models whose layer graph exists when they are built",
                      hint="pass a function or builder method that returns a functional or Sequential model")
@@ -112,11 +145,19 @@ def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         try:
             module = import_module(cand["k2_module"])
-            model = call_build(target(module.K2TO3_OBJECTS, cand["fn"]), cand["fn"], cand["build_args"],
-                               tf_keras.Model)
-            got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
-            got["params"] = int(model.count_params())
-            del model
+            found = call_builds(target(module.K2TO3_OBJECTS, cand["fn"]), cand["fn"], cand["build_args"],
+                                tf_keras.Model)
+            if not found:
+                raise K2to3Error("made no keras Model")
+            got = {}
+            for pick, model in found:  # `return actor, critic`: the one whose weights are the file's
+                got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
+                got["params"] = int(model.count_params())
+                if got["full"]:
+                    if len(found) > 1:
+                        cand = {**cand, "build_args": {**cand["build_args"], "pick": pick}}
+                    break
+            del model, found
             tf_keras.backend.clear_session()
         except Exception as exc:  # the user's code failed on these arguments: not this candidate
             text = str(exc).splitlines()[0][:160] if str(exc) else ""

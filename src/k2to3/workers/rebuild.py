@@ -386,7 +386,9 @@ class GraphBuilder:
                 kwargs["mask"] = mask
         elif len(inputs) == 1:
             inputs = inputs[0]
-        kwargs = {k: v for k, v in kwargs.items() if not (k == "mask" and v is None)}
+        # no mask, or one None per input (Keras 2.0's legacy Merge saved mask=[None, None]): the call's default
+        kwargs = {k: v for k, v in kwargs.items() if not (k == "mask" and (v is None or (
+            isinstance(v, (list, tuple)) and all(m is None for m in v))))}
         try:
             out = layer(inputs, **kwargs)
         except NotPortable:

@@ -84,8 +84,10 @@ def _rule_for(cls: str) -> rules_mod.Rule | None:
 
 
 def _regularizer(value: Any) -> Any:
-    """Keras 1 {"name": "WeightRegularizer", "l1": a, "l2": b} -> Keras 2 L1L2."""
-    if isinstance(value, dict) and value.get("name") in ("WeightRegularizer", "ActivityRegularizer"):
+    """Keras 1 {"name": "WeightRegularizer", "l1": a, "l2": b} -> Keras 2 L1L2 (Keras 1.2 wrote L1L2Regularizer, the
+    class its l1l2() helper made)."""
+    if isinstance(value, dict) and value.get("name") in ("WeightRegularizer", "ActivityRegularizer",
+                                                         "L1L2Regularizer"):
         l1, l2 = value.get("l1", 0.0), value.get("l2", 0.0)
         if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (l1, l2)):
             return {"class_name": "L1L2", "config": {"l1": float(l1), "l2": float(l2)}}
