@@ -59,6 +59,29 @@ def test_config_candidates_cover_the_usual_stems(tmp_path):
     assert "x.json" in {c.name for c in config_candidates(tmp_path / "x_weights.h5")}
 
 
+def test_pair_found_under_any_name_when_its_layers_take_the_weights(tmp_path):
+    """A weights file whose architecture sits beside it under a name that says nothing (martzdev/openai-balance's
+    model/structure.json beside model/weights.h5): the one JSON of the directory whose layers take the weights by
+    name; another JSON there (a vocabulary, another model's config) is not taken. The same finder serves the audit."""
+    d = tmp_path / "model"
+    d.mkdir()
+    shutil.copy(PAIRS / "cnn_weights.h5", d / "weights.h5")
+    shutil.copy(PAIRS / "cnn.json", d / "structure.json")
+    shutil.copy(PAIRS / "mlp.json", d / "other_model.json")  # a model config whose layers do not take them
+    (d / "vocab.json").write_text('{"a": 1}')
+    p = resolve(d / "weights.h5", None)
+    assert p is not None and p.config_path == d / "structure.json" and p.matched_by == "name"
+
+
+def test_json_written_twice_is_decoded(tmp_path):
+    """json.dump(model.to_json(), f) (yanpanlau/DDPG-Keras-Torcs, spadin/behavioral-cloning): a JSON string
+    holding the JSON."""
+    twice = tmp_path / "model.json"
+    twice.write_text(json.dumps((PAIRS / "cnn.json").read_text()))
+    cfg, _, _ = read_config(twice)
+    assert cfg == read_config(PAIRS / "cnn.json")[0]
+
+
 def test_json_that_is_not_a_model_config_is_one_line():
     assert find_config(PAIRS / "bad" / "not_a_model.h5") is None  # not paired alone
     with pytest.raises(InputError) as exc:

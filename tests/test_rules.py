@@ -81,6 +81,32 @@ def test_lambda_bytecode_is_never_loaded():
     assert [f.code for f in plan.errors] == ["K2T901"]
 
 
+def test_initializer_stored_as_lambda_gets_the_default():
+    """K2T491: Keras 1's init=lambda shape, name: normal(...) is saved as "<lambda>" (yanpanlau/DDPG-Keras-Torcs)."""
+    plan = upgrade(_seq({"class_name": "Dense", "config": {"name": "d", "units": 2, "kernel_initializer": "<lambda>",
+                                                          "bias_initializer": "my_init"}}))
+    cfg = _layer(plan)["config"]
+    assert cfg["kernel_initializer"] == "glorot_uniform" and cfg["bias_initializer"] == "zeros"
+    assert [f.code for f in plan.findings if f.severity == "warning"] == ["K2T491", "K2T491"]
+    assert not plan.errors
+
+
+def test_gru_without_reset_after_keeps_the_old_formula():
+    """K2T492: standalone Keras 2.0-2.1.2 wrote no reset_after (Baiguo0016/ArtificialNeuralNets2018's GRU)."""
+    old = upgrade(_seq({"class_name": "GRU", "config": {"name": "g", "units": 3}}))
+    new = upgrade(_seq({"class_name": "GRU", "config": {"name": "g", "units": 3, "reset_after": True}}))
+    assert _layer(old)["config"]["reset_after"] is False and "K2T492" in {f.code for f in old.findings}
+    assert _layer(new)["config"]["reset_after"] is True and "K2T492" not in {f.code for f in new.findings}
+
+
+def test_keras1_l1l2_regularizer_object():
+    """Keras 1.2's l1l2() wrote {"name": "L1L2Regularizer", ...} (ncondo/CarND-Behavioral-Cloning's model.json)."""
+    from k2to3.upgrade.keras1.translate import _regularizer
+
+    assert _regularizer({"name": "L1L2Regularizer", "l1": 0.0, "l2": 0.001}) == {
+        "class_name": "L1L2", "config": {"l1": 0.0, "l2": 0.001}}
+
+
 def test_unknown_class_is_an_error():
     plan = upgrade(_seq({"class_name": "MyLayer", "config": {"name": "m"}}))
     assert [f.code for f in plan.errors] == ["K2T902"]

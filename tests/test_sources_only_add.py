@@ -123,3 +123,35 @@ def test_savedmodel_directory_is_one_model(tmp_path):
                         "-o", str(out), "--src", str(script), "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     assert out.is_file() and json.loads(r.stdout)["verdict"] == "parity"
+
+
+def test_keras_2_0_module_paths_and_model_keywords():
+    """Keras 2.0-2.2 source imports from keras.engine / keras.engine.topology / keras.objectives (anago's layers.py)
+    and calls Model(input=, output=) (godanyitamas/Onlabor_LunarLander): neither module nor keyword exists in tf_keras
+    or Keras 3. The generated modules' imports and the Keras 2 module's calls use the names both have."""
+    import libcst as cst
+
+    from k2to3.source.fix import fix_source
+    from k2to3.source.imports import flat_layer_paths
+    from k2to3.source.tfkeras_module import ToTfKeras
+
+    assert flat_layer_paths("from keras.engine.topology import Layer\nfrom keras.engine import InputSpec\n"
+                            "from keras.objectives import categorical_crossentropy\n"
+                            "from keras.engine.training import Model\n") == (
+        "from keras.layers import Layer\nfrom keras.layers import InputSpec\n"
+        "from keras.losses import categorical_crossentropy\nfrom keras.models import Model\n")
+    code = "from keras.models import Model\n\ndef build(x, y):\n    return Model(input=x, output=y)\n"
+    assert "Model(inputs=x, outputs=y)" in cst.parse_module(code).visit(ToTfKeras()).code
+    assert "Model(inputs=x, outputs=y)" in fix_source(code, "m.py")[0]
+
+
+def test_tf_initializers_move_to_keras():
+    """K2T104: tf.random_uniform_initializer (the Keras DDPG example's last_init) is keras.initializers.RandomUniform,
+    same parameters and defaults; tf.constant is left alone outside model code."""
+    from k2to3.source.fix import fix_source
+
+    code = "import tensorflow as tf\ninit = tf.random_uniform_initializer(minval=-0.003, maxval=0.003)\n" \
+           "table = tf.constant([1, 2])\n"
+    out = fix_source(code, "m.py")[0]
+    assert "keras.initializers.RandomUniform(minval=-0.003, maxval=0.003)" in out
+    assert "tf.constant([1, 2])" in out
