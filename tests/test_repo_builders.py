@@ -28,6 +28,8 @@ WEIGHTS_ONLY = [  # (artifact, sources, the match line's start)
     ("init_agent/weights.h5", ["init_agent/agent.py"], "TradingAgent(n_features=6, n_actions=3) matched 3/3"),
     ("seq_subclass/dqn_weights.h5", ["seq_subclass/network.py"],
      "DeepQNetwork(input_dim=4, output_dim=2) matched 2/2 weight groups"),
+    ("pkl_autoencoder/model/weights.h5", ["pkl_autoencoder/autoencoder.py"],
+     "Autoencoder(parameters.pkl) matched 2/2 weight groups"),
 ]
 FULL = [("multi_builder/model.h5", ["multi_builder/cnn_models.py"]),
         ("nested_class/encoder.h5", ["nested_class/app.py"]),
@@ -76,3 +78,45 @@ def test_full_file_resolves_from_code_as_written(artifact, sources, pool, tmp_pa
         assert "Affine" in objects and "# defined inside build_encoder() at" in module
     else:  # the lambda's defaults come from the file: mean_list is a local of the build function
         assert "def normalize_fn(x, mean=[" in module and "keras.ops.convert_to_tensor(mean)" in module
+
+
+def test_hyper_parameter_pickle_is_read_as_plain_data_only(tmp_path):
+    """A pickle beside the weights gives constructor arguments only when it is plain data: one naming any class or
+    function (a reduce of os.system) is refused before anything is looked up, and nothing runs."""
+    import pickle
+
+    from k2to3.source.builders import data_pickle
+
+    plain = tmp_path / "parameters.pkl"
+    plain.write_bytes(pickle.dumps([(28, 28, 1), (32, 64), 2]))
+    assert data_pickle(plain) == [(28, 28, 1), (32, 64), 2]
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    hostile = tmp_path / "evil.pkl"
+    hostile.write_bytes(pickle.dumps({"units": Evil()}))
+    assert data_pickle(hostile) is None and not marker.exists()
+
+
+@pytest.mark.slow
+def test_build_code_keras3_rejects_is_one_line(pool, tmp_path):
+    """Keras 2 took Input(shape=2); Keras 3 does not. The builder the search confirmed under tf_keras then raises in
+    the Keras 3 build: one line naming the generated module's line, exit 3 (jaquielajoie/VAE-mnist), not exit 4."""
+    import shutil
+
+    from k2to3.errors import K2to3Error
+
+    repo = tmp_path / "repo"
+    shutil.copytree(REPOS / "pkl_autoencoder", repo)
+    src = repo / "autoencoder.py"
+    src.write_text(src.read_text().replace("Input(shape=(self.latent_space_dim,),",
+                                           "Input(shape=self.latent_space_dim,"))
+    with pytest.raises(K2to3Error) as exc:
+        convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "m.keras", sources=(str(src),)),
+                pool=pool)
+    line = exc.value.line()
+    assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "Input(shape=self.latent" in line
+    assert not (tmp_path / "m.keras").exists()

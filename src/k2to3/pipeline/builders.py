@@ -71,6 +71,12 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
                               hint="pass --src FILE.py:FUNCTION --build-args ...") from None
         tried += reply["tried"]
         full = [t for t in reply["tried"] if t["full"]]
+        if len(full) > 1 and len({(t["fn"].split(".")[0], repr(t["build_args"])) for t in full}) == 1:
+            # methods of one class whose __init__ already built the model: the same arguments and the same model
+            # picked from the instance, so one builder, the class itself
+            cls = full[0]["fn"].split(".")[0]
+            label = full[0].get("label")
+            full = [{**full[0], "fn": cls, "label": label.split(").")[0] + ")" if label else None}]
         if len(full) == 1:
             return Chosen(full[0]["fn"], full[0]["build_args"], _match(full[0], len(tried)))
         if len(full) > 1:
@@ -124,7 +130,8 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
                  "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
                  "build_args": c if sources.build_args is not None else _split(c, b.bound),
-                 "how": {p: o for p, v in c.items() if sources.build_args is None and (o := b.origin(p, v))}}
+                 "how": {} if b.label(c) else {p: o for p, v in c.items()
+                                               if sources.build_args is None and (o := b.origin(p, v))}}
                 for c in combos]
     return out
 

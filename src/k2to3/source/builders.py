@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import pickle
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,14 +284,41 @@ def config_values(weights: Path, params: list[str], required: list[str], keys: d
     return out
 
 
+class _DataOnly(pickle.Unpickler):
+    """A pickle of plain data only (lists, tuples, dicts, numbers, strings): any class or function it names is
+    refused before it is looked up, so reading it runs nothing."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name}: not plain data")
+
+
+def data_pickle(path: Path) -> Any:
+    """The plain data a hyper-parameter pickle holds (an autoencoder's `parameters.pkl`), or None."""
+    try:
+        if path.stat().st_size > CONFIG_MAX_BYTES:
+            return None
+        with path.open("rb") as f:
+            return _DataOnly(f).load()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, MemoryError, RecursionError):
+        return None
+
+
 def config_object(weights: Path, params: list[str], required: list[str]) -> tuple[str, dict[str, Any]] | None:
-    """The JSON object beside the weights that configures a class: every key one of its __init__ parameters, and
-    every required parameter given (anago's params.json for BiLSTMCRF(**params))."""
-    for cand in sorted(weights.parent.glob("*.json"))[:20]:
-        try:
-            data = json.loads(cand.read_text()) if cand.stat().st_size <= CONFIG_MAX_BYTES else None
-        except (OSError, ValueError, UnicodeDecodeError):
-            continue
+    """The JSON object (or plain-data pickle) beside the weights that configures a class: every key one of its
+    __init__ parameters, and every required parameter given (anago's params.json for BiLSTMCRF(**params)); a pickled
+    list or tuple gives the parameters in order (an autoencoder's parameters.pkl of its constructor arguments)."""
+    for cand in sorted([*weights.parent.glob("*.json"), *weights.parent.glob("*.pkl"),
+                        *weights.parent.glob("*.pickle")])[:20]:
+        if cand.suffix == ".json":
+            try:
+                data = json.loads(cand.read_text()) if cand.stat().st_size <= CONFIG_MAX_BYTES else None
+            except (OSError, ValueError, UnicodeDecodeError):
+                continue
+        else:
+            data = data_pickle(cand)
+            if isinstance(data, (list, tuple)) and required and len(required) <= len(data) <= len(params):
+                data = dict(zip(params, data))
         if isinstance(data, dict) and data and set(data) <= set(params) and set(required) <= set(data):
             return cand.name, data
     return None

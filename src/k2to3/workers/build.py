@@ -109,8 +109,28 @@ def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
                           skipped)
     except NotImplementedError as exc:  # a definition the generated module could not rewrite, and the build uses
         if STAND_IN_MARK not in str(exc):
-            raise
+            raise _build_failed(req, exc) from None
         raise K2to3Error(str(exc), Exit.NOT_PORTABLE, hint="rewrite it with keras.ops in the source") from None
+    except K2to3Error:
+        raise
+    except Exception as exc:  # the user's build code, rewritten for Keras 3, raised: where, in one line
+        raise _build_failed(req, exc) from None
+
+
+def _build_failed(req: dict[str, Any], exc: Exception) -> K2to3Error:
+    """The build function (tf_keras built it; the search confirmed that) raised under Keras 3: a Keras 2 idiom
+    Keras 3 rejects (Input(shape=2), not (2,)). Names the line of the generated module, a precise stop (exit 3)."""
+    import traceback
+
+    from k2to3.errors import Exit
+
+    module = os.path.basename(req["modules"][0])
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.basename(f.filename) == module]
+    where = f" at {module}:{frames[-1].lineno} (`{(frames[-1].line or '').strip()[:80]}`)" if frames else ""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return K2to3Error(f"{req['build_fn']} fails under Keras 3{where}: {type(exc).__name__}: {first}",
+                      Exit.NOT_PORTABLE, hint="the build ran under tf_keras; rewrite that line for Keras 3 in the "
+                      "source (k2to3 lint names most such calls)")
 
 
 def _cudnn_groups(model: Any, artifact: Any, renames: dict[str, str]) -> dict[str, str]:

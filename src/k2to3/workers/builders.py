@@ -104,7 +104,9 @@ def weight_groups(model: Any, order_free: bool = False) -> list[dict[str, Any]]:
     out = []
     for layer in model.layers:
         if layer.weights:
-            shapes = [[int(d) for d in w.shape] for w in layer.weights]
+            # Keras 2's save_weights order (_legacy_weights): trainable, then non-trainable; a nested model's
+            # BatchNormalization statistics come after all its trainable weights
+            shapes = [[int(d) for d in w.shape] for w in [*layer.trainable_weights, *layer.non_trainable_weights]]
             out.append({"name": layer.name, "shapes": sorted(shapes) if order_free else shapes,
                         "class": rnn_class(layer)})
     return out
