@@ -188,6 +188,20 @@ def table(results: list[dict]) -> str:
     lines.append(f"worse with sources: {len(worse)}" + (f" ({', '.join(worse)})" if worse else ""))
     repos = {r["repo"] for r in results}
     lines.append(f"{len(results)} artifacts from {len(repos)} repositories")
+    # what the sources are for: the artifacts the file alone does not convert
+    needy = [r for r in results if (r.get("alone") or {}).get("outcome") not in ("parity", "unavailable")
+             and r.get("src")]
+    gained = [r for r in needy if r["src"]["outcome"] == "parity"]
+    lines.append(f"not converted from the file alone: {len(needy)}; with the repository's sources: {len(gained)} "
+                 "at parity")
+    by_kind: dict[str, list[int]] = {}
+    for r in results:
+        k = by_kind.setdefault(r["kind"], [0, 0, 0])
+        k[0] += 1
+        k[1] += (r.get("alone") or {}).get("outcome") == "parity"
+        k[2] += (r.get("src") or {}).get("outcome") == "parity"
+    lines.append("by kind (artifacts, parity alone, parity with sources): " + ", ".join(
+        f"{k} {v[0]}/{v[1]}/{v[2]}" for k, v in sorted(by_kind.items())))
     return "\n".join(lines)
 
 

@@ -52,6 +52,8 @@ def test_weights_only_builder_found_with_its_sizes(artifact, sources, match, poo
     report = _convert(pool, tmp_path, artifact, sources)
     summary = report["source"]["match"]["summary"]
     assert summary.startswith(match), summary
+    if artifact.startswith("actor_critic"):  # compiled with a loss defined inside build_a2c: not saved by name
+        assert any("build_a2c.<locals>.custom_loss" in w for w in report["build"]["warnings"])
 
 
 @pytest.mark.slow

@@ -50,6 +50,8 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         )
     warnings = [f"the build function's own load_weights({p!r}) was skipped: the converted file's weights are restored"
                 for p in skipped]
+    if req.get("build_fn"):
+        warnings.extend(_unsaveable_compile(keras, model))
     if plan.get("compile"):
         warnings.extend(_compile(keras, model, plan["compile"]))
     optimizer = None
@@ -72,6 +74,25 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         "notes": notes,
         "optimizer": optimizer,
     }
+
+
+def _unsaveable_compile(keras: Any, model: Any) -> list[str]:
+    """The build function compiled the model with a loss or metric defined inside a function (an actor-critic's
+    `def custom_loss(y_true, y_pred)` closing over a tensor): the .keras would name a function no process can load.
+    The compile state is dropped, said once; the weights and outputs are what the conversion is about."""
+    config = getattr(model, "_compile_config", None)
+    cfg = config.config if config is not None and hasattr(config, "config") else {}
+    found = []
+    for key in ("loss", "metrics", "weighted_metrics"):
+        for obj in keras.tree.flatten(cfg.get(key)) if cfg.get(key) is not None else []:
+            if callable(obj) and "<locals>" in getattr(obj, "__qualname__", ""):
+                found.append(f"{key} {obj.__qualname__}")
+    if not found:
+        return []
+    model.compiled = False
+    model._compile_config = None
+    return [f"the build function compiles with {', '.join(found)}, defined inside a function (it cannot be saved "
+            "or loaded by name): the .keras is saved without its compile state; compile it again before training"]
 
 
 def _embedding_fed(keras: Any, model: Any, tensor: Any) -> int | None:
