@@ -119,11 +119,30 @@ class _File:
         self.functions = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
         self.classes = {s.name: s for s in self.tree.body if isinstance(s, ast.ClassDef)}
         self.dicts: dict[str, list[Any]] = {}  # module-level NAME = {literal keys: ...}
+        self.constants: dict[str, Any] = {}  # module-level NAME = literal (STATE_LENGTH = 3)
         for s in self.tree.body:
+            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+                ok, v = _literal(_substituted(s.value, self.constants))  # in_shape = [STATE_LENGTH] too
+                if ok:
+                    self.constants[s.targets[0].id] = v
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict) and len(s.targets) == 1 \
                     and isinstance(s.targets[0], ast.Name):
                 keys = [_literal(k) for k in s.value.keys if k is not None]
                 self.dicts[s.targets[0].id] = [v for ok, v in keys if ok]
+
+
+def _substituted(node: ast.expr, constants: dict[str, Any]) -> ast.expr:
+    """`[STATE_LENGTH]` with the file's literal module constants put in, for ast.literal_eval (nothing is run)."""
+
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> Any:
+            if n.id not in constants or not isinstance(n.ctx, ast.Load):
+                return n
+            return ast.parse(repr(constants[n.id]), mode="eval").body
+
+    import copy
+
+    return Sub().visit(copy.deepcopy(node))
 
 
 def _add(values: dict[str, list[Any]], param: str, value: Any) -> None:
@@ -182,6 +201,8 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
                 bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg in params]
                 for param, arg in bound:
                     ok, v = _literal(arg)
+                    if not ok:  # create_actor([STATE_LENGTH]) with STATE_LENGTH = 3 in that file
+                        ok, v = _literal(_substituted(arg, file.constants))
                     if ok:
                         _add(values, param, v)
                     elif isinstance(arg, ast.Name) and arg.id in defaults:

@@ -569,6 +569,16 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
                                            layer_classes=classes)
 
 
+def _code_shape(code: str) -> dict[str, str]:
+    """A generated module's top-level definitions by name, without comments or docstrings (where each came from):
+    two files holding the same definitions give the same items."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {"": code}
+    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
 def _label(where: str) -> str:
     """Where a definition came from: its file:line, or the file's own bytecode when k2to3 decompiled it."""
     return DECOMPILED_LABEL if Path(where.rsplit(":", 1)[0]).name.startswith(DECOMPILED_PREFIX) else where
@@ -645,6 +655,12 @@ def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, t
             res = resolve_sources(single, model_config, training_config, module, build_fn, required_layers)
             if not res.errors:
                 found.append((p, res))
+        shapes = [_code_shape(res.k3_code) for _, res in found]
+        widest = [i for i, mine in enumerate(shapes) if all(other.items() <= mine.items() for other in shapes)]
+        if len(found) > 1 and widest:
+            # the same definitions in several files (a notebook and the script exported from it), one of them
+            # also giving an optional one (the loss): no competing definitions, so no ambiguity
+            found = [found[widest[0]]]
         if len(found) == 1:
             return found[0][1]
         if len(found) > 1:  # several scripts could each have built it: a guess could pass against itself
