@@ -69,9 +69,10 @@ class CheckOptions:
     max_memory: int | None = option(None, MAX_MEMORY_HELP, group=VERIFICATION, cli="size", store=True,
                                     commands=ALL)
     sources: tuple[str, ...] = option(
-        (), {"convert": "Python source that defines the model's Lambda functions, custom layers, activations or "
-                        "losses (repeatable; never run, definitions are extracted). FILE.py:FUNCTION names the build "
-                        "function of a weights-only file.",
+        (), {"convert": "Python source (.py or .ipynb, or a directory) that defines the model's Lambda functions, "
+                        "custom layers, activations or losses (repeatable; never run, definitions are extracted; the "
+                        "repository modules it imports are read too). FILE.py:FUNCTION names the build function of a "
+                        "weights-only file.",
              "verify": "Python source of the model's Lambda functions / custom objects (as for convert)."},
         group=SOURCE, flags=("--src",), cli="list", commands=ALL)
     build_args: str | None = option(

@@ -272,6 +272,12 @@ class Resolver:
             label = {"class": "layer class", "function": "function", "lambda_named": "Lambda function"}[need.kind]
             where = f" as {need.key}" if need.key and need.kind == "function" else ""
             code = rules_mod.builtin_code("unknown_class" if need.kind == "class" else "activation_lambda")
+            if d is not None and d.kind == "import":  # from keras_contrib.layers import CRF: a library's class
+                module = d.code.split()[1] if d.code.startswith("from ") else d.code.split()[1].split(".")[0]
+                self.error(code, f"{label} '{name}'{where} is imported from {module} ({d.where}), whose source is "
+                           "not among the --src files", need.layer,
+                           f"pass {module.split('.')[0]}'s source with --src (its package directory)")
+                return None
             self.error(code, f"{label} '{name}'{where} is not defined at module level in the --src files"
                        + (f" ({self.index.dynamic[name]})" if name in self.index.dynamic else ""), need.layer,
                        "pass the file that defines it with --src")
