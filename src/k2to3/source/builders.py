@@ -433,12 +433,42 @@ def _objectlike(name: str, trees: list[ast.AST]) -> bool:
     return False
 
 
+# layer arguments that are sizes: a name passed there (or in a tuple or arithmetic there) is a dimension
+SIZE_KEYWORDS = frozenset({"units", "filters", "input_dim", "output_dim", "input_shape", "shape", "batch_shape",
+                           "batch_input_shape", "kernel_size", "input_length", "num_heads", "key_dim", "value_dim",
+                           "pool_size", "target_shape", "n", "dims", "size"})
+
+
+def _sizelike(name: str, trees: list[ast.AST]) -> bool:
+    """`name` (or `self.x` set from it) reaches a layer size: a positional argument of a capitalised call (Dense(n),
+    Input((n,))) or a size keyword (units=, input_dim=, shape=(n,)), alone, in a tuple or in arithmetic."""
+    attrs = {t.attr for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Assign)
+             and isinstance(node.value, ast.Name) and node.value.id == name
+             for t in node.targets if isinstance(t, ast.Attribute)}
+
+    def mentions(expr: ast.AST) -> bool:
+        return any((isinstance(n, ast.Name) and n.id == name) or (isinstance(n, ast.Attribute) and n.attr in attrs)
+                   for n in ast.walk(expr) if not isinstance(n, ast.Call))
+
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = node.func.id if isinstance(node.func, ast.Name) else \
+                node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if callee[:1].isupper() and any(mentions(a) for a in node.args[:2]):
+                return True
+            if any(k.arg in SIZE_KEYWORDS and mentions(k.value) for k in node.keywords):
+                return True
+    return False
+
+
 def _size_values(b: Builder, trees: list[ast.AST], groups: list[dict[str, Any]] | None) -> None:
     """A required parameter (or a module name the sources compute when they run) that nothing else gives a value
     and that is used as a number: the file's weight dimensions, the likeliest first (the tf_keras build says which)."""
     dims = shape_dims(groups or [])[:MAX_DIMS]
     for p in [*b.required, *b.bound]:
-        if b.values.get(p) or not dims or _objectlike(p, trees):
+        if b.values.get(p) or not dims or _objectlike(p, trees) or not _sizelike(p, trees):
             continue
         for d in dims:
             _add(b.values, p, d)

@@ -38,11 +38,20 @@ TRANSFORM_KEYS = {"split_sizes": ("indices_or_sections",), "pad_mode": ("mode", 
                   "norm_ord": ("ord",)}
 
 
+# TensorFlow 2's own names of tf.keras namespaces: tf.metrics is tf.keras.metrics (tf_export aliases)
+TF_KERAS_NAMESPACES = ("metrics", "losses", "optimizers")
+TF_KERAS_ALIASES = tuple(f"tensorflow.{n}." for n in TF_KERAS_NAMESPACES)
+
+
 def keras_name(qname: str) -> str | None:
-    """`tensorflow.keras.layers.Dense` / `tf_keras.layers.Dense` -> `keras.layers.Dense`."""
+    """`tensorflow.keras.layers.Dense` / `tf_keras.layers.Dense` -> `keras.layers.Dense`; `tensorflow.metrics.AUC`
+    (TF 2's alias of tf.keras.metrics) -> `keras.metrics.AUC`."""
     for prefix in TF_KERAS:
         if qname.startswith(prefix):
             return "keras." + qname[len(prefix):]
+    for prefix in TF_KERAS_ALIASES:
+        if qname.startswith(prefix):
+            return "keras." + qname[len("tensorflow."):]
     if qname.startswith("keras."):
         return qname
     return None

@@ -17,6 +17,7 @@ from k2to3.core.tables import lint_tables
 from k2to3.source import keras3api
 from k2to3.source.classify import (
     LAMBDA,
+    TF_KERAS_NAMESPACES,
     Aliases,
     CallArgs,
     Expr,
@@ -358,6 +359,11 @@ class FixCommand(cst.CSTTransformer):
             AddImportsVisitor.add_needed_import(self.context, "keras")
             self.changed += 1
             return cst.Name("keras")
+        if original.attr.value in TF_KERAS_NAMESPACES and self.aliases.resolve(dotted_name(original.value)) == \
+                "tensorflow" and id(original) not in self._keep_tf_keras:  # tf.metrics is tf.keras.metrics
+            AddImportsVisitor.add_needed_import(self.context, "keras")
+            self.changed += 1
+            return cst.Attribute(cst.Name("keras"), cst.Name(original.attr.value))
         return updated
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:

@@ -17,6 +17,7 @@ from typing import Any
 from k2to3.core.tables import lint_tables
 from k2to3.source.classify import (
     LAMBDA,
+    TF_KERAS_NAMESPACES,
     Aliases,
     CallArgs,
     Expr,
@@ -239,6 +240,10 @@ class Linter:
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr == "keras" and self.aliases.resolve(dotted(node.value)) == "tensorflow":
             self.add(node, "K2T501", f"{dotted(node)}: Keras through TensorFlow; use keras", True)
+            return
+        if node.attr in TF_KERAS_NAMESPACES and self.aliases.resolve(dotted(node.value)) == "tensorflow":
+            self.add(node, "K2T501", f"{dotted(node)}: tf.keras.{node.attr} under TensorFlow's own name; use "
+                     f"keras.{node.attr}", True)
             return
         self.generic_visit(node)
 
