@@ -155,3 +155,20 @@ def test_tf_initializers_move_to_keras():
     out = fix_source(code, "m.py")[0]
     assert "keras.initializers.RandomUniform(minval=-0.003, maxval=0.003)" in out
     assert "tf.constant([1, 2])" in out
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_with_sources_falls_back_to_the_file(pool, tmp_path):
+    """A definition the sources give that breaks the workers (here its default argument raises when the generated
+    module is imported): the file converts alone, and the report says the sources were set aside and why."""
+    from k2to3.core.options import ConvertOptions
+    from k2to3.pipeline.convert import convert
+
+    script = _write(tmp_path / "train.py", "from tensorflow.keras import backend as K\n\n"
+                    "def dice_loss(y_true, y_pred, smooth=1 / 0):\n    return K.sum(y_true * y_pred) + smooth\n")
+    report = convert(ConvertOptions(src=H5 / "fm02_custom_loss.h5", output=tmp_path / "m.keras",
+                                    sources=(str(script),)), pool=pool)
+    assert report["verdict"] == "parity" and report["exit_code"] == 0
+    assert "ZeroDivisionError" in report["source"]["set_aside"]
+    assert report["findings"][0]["code"] == "K2T906" and "set aside" in report["findings"][0]["message"]
+    assert (tmp_path / "m.keras").is_file() and not (tmp_path / "m_k3.py").exists()

@@ -3,6 +3,7 @@ worker -> checks on every backend in its own process -> save atomically -> verdi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -148,7 +149,48 @@ def partial_path(out: Path) -> Path:
 
 def convert(opts: ConvertOptions, progress: Progress = lambda s: None, pool: Pool | None = None) -> dict[str, Any]:
     """Run the whole job; returns the report dict (report["exit_code"] is the CLI's exit code). Pass a warm `pool`
-    to convert many models without paying the backend imports again."""
+    to convert many models without paying the backend imports again.
+
+    Sources only add: when a run with --src fails after the plan (a worker could not import or build what the
+    sources gave) and the same file converts without them, that conversion is the result, and its report says
+    why the sources were set aside (`source.set_aside`)."""
+    try:
+        report = _convert(opts, progress, pool)
+    except K2to3Error as exc:
+        if not opts.sources or exc.code not in (Exit.INTERNAL, Exit.NOT_PORTABLE) \
+                or isinstance(exc, report_mod.NotPortableReport):  # a plan stop: sources were already optional
+            raise
+        return _without_sources(opts, progress, pool, exc.line(), exc)
+    if opts.sources and report.get("exit_code") == int(Exit.INTERNAL):
+        why = "; ".join(f"{b}: {v.get('error')}" for b, v in (report.get("backends") or {}).items()
+                        if v.get("status") == "error")[:300]
+        return _without_sources(opts, progress, pool, why or "a backend failed", None, report)
+    return report
+
+
+def _without_sources(opts: ConvertOptions, progress: Progress, pool: Pool | None, why: str,
+                     exc: K2to3Error | None, failed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The file alone, after a run with sources failed; the first outcome stands unless this one is better."""
+    progress(f"with the --src files the conversion failed ({why}); trying the file alone")
+    try:
+        alone = _convert(dataclasses.replace(opts, sources=(), build_args=None), progress, pool)
+    except K2to3Error:
+        if exc is not None:
+            raise exc from None
+        return failed  # type: ignore[return-value]
+    if alone.get("exit_code") not in (int(Exit.PARITY), int(Exit.MISMATCH)):
+        if exc is not None:
+            raise exc
+        return failed  # type: ignore[return-value]
+    alone["source"] = {"files": [str(s) for s in opts.sources], "set_aside": why}
+    alone.setdefault("findings", []).insert(0, {
+        "code": "K2T906", "severity": "warning", "layer": None,
+        "message": f"the --src files were set aside: with them the conversion failed ({why}); the file converts "
+                   "alone", "fix": "report it to k2to3 with the file and the sources"})
+    return alone
+
+
+def _convert(opts: ConvertOptions, progress: Progress, pool: Pool | None) -> dict[str, Any]:
     opts = opts.resolved()
     check_paths(opts)
     sources = sources_mod.read_sources(opts.sources, opts.build_args)

@@ -131,6 +131,9 @@ def _source(report: dict[str, Any]) -> list[str]:
     src = report.get("source")
     if not src:
         return []
+    if src.get("set_aside"):  # pipeline/convert.py: the file converted alone after the sources failed
+        return [f"Sources {', '.join(f'`{f}`' for f in src['files'])} set aside: {src['set_aside']}; converted from "
+                "the file alone.", ""]
     return [f"Generated module: `{src['module']}` (package `{src['package']}`), from "
             f"{', '.join(f'`{f}`' for f in src['files'])}"
             + (f", build function `{src['build_fn']}`" if src.get("build_fn") else "")
