@@ -13,6 +13,7 @@ from k2to3.checks.export import EXPORTER_BACKEND, check_target, target
 from k2to3.core.options import ExportOptions
 from k2to3.errors import InputError
 from k2to3.pipeline import verify as verify_mod
+from k2to3.pipeline.recorded_reference import with_recorded_reference
 from k2to3.workers.pool import Pool
 
 
@@ -30,8 +31,13 @@ def export(opts: ExportOptions, progress: Progress = lambda s: None, pool: Pool 
     """Export and check; returns the report dict (report["exit_code"]: 0 parity, 1 mismatch, 3 the format refused
     the model, as docs/exit-codes.md). The .keras itself is verified on the exporter's backend too."""
     opts = dataclasses.replace(opts.resolved(), backends=(EXPORTER_BACKEND.get(opts.format, "tensorflow"),))
+    opts, found = with_recorded_reference(opts, "export")  # right after convert: the original it recorded
+    if found:
+        progress(found)
     check(opts)
     report = verify_mod.verify(opts, progress, pool, export=target(opts.format, opts.output))
     if "export" in report:
         report["export"]["keras"] = str(opts.model)
+    if found:
+        report.setdefault("reference", {})["found"] = found
     return report

@@ -28,6 +28,7 @@ from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.convert import tolerances, workers
 from k2to3.pipeline.prepare import prepare, write_inputs
+from k2to3.pipeline.recorded_reference import with_recorded_reference
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool
 
@@ -83,7 +84,9 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
            export: dict[str, Any] | None = None) -> dict[str, Any]:
     """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert).
     `export` (pipeline/export.py): also export it and check the exported file (checks/export.py)."""
-    opts = opts.resolved()
+    opts, found = with_recorded_reference(opts.resolved(), "export" if export is not None else "verify")
+    if found:
+        progress(found)
     check(opts)
     golden = read_golden(opts.golden) if opts.golden is not None else None
     work = Path(tempfile.mkdtemp(prefix="k2to3-verify-"))
@@ -101,6 +104,8 @@ def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool 
             run.timings["total_seconds"] = round(time.perf_counter() - t0, 3)
             run.report["timings"] = run.timings
             set_verdict(run.report, run.plan.tf_only)
+            if found:  # the reference convert recorded: said in the report too
+                run.report.setdefault("reference", {})["found"] = found
             return run.report
     finally:
         shutil.rmtree(work, ignore_errors=True)
