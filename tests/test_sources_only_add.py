@@ -172,3 +172,26 @@ def test_a_run_that_fails_with_sources_falls_back_to_the_file(pool, tmp_path):
     assert "ZeroDivisionError" in report["source"]["set_aside"]
     assert report["findings"][0]["code"] == "K2T906" and "set aside" in report["findings"][0]["message"]
     assert (tmp_path / "m.keras").is_file() and not (tmp_path / "m_k3.py").exists()
+
+
+def test_application_data_beside_the_weights_is_not_read(tmp_path):
+    """A model file to which the application added its own datasets (a string decoding table beside model_weights):
+    reported as not read, never refused; a string dataset where Keras reads weights is still refused."""
+    import shutil
+
+    import h5py
+    import numpy as np
+
+    from k2to3.errors import InputError
+    from k2to3.formats.artifact import read_artifact
+
+    path = tmp_path / "extra.h5"
+    shutil.copy(H5 / "fm19_hard_sigmoid.h5", path)
+    with h5py.File(path, "a") as f:
+        f.create_dataset("decoding_table", data=np.array(["a", "b"], dtype=object), dtype=h5py.string_dtype())
+    assert "/decoding_table (not read)" in read_artifact(path).extra_root_attrs
+    with h5py.File(path, "a") as f:
+        group = f["model_weights"][next(iter(f["model_weights"]))]
+        group.create_dataset("labels", data=np.array(["x"], dtype=object), dtype=h5py.string_dtype())
+    with pytest.raises(InputError, match="non-numeric dtype"):
+        read_artifact(tmp_path / "extra.h5")

@@ -22,6 +22,7 @@ from k2to3.errors import InputError
 MAX_TENSOR_BYTES = int(os.environ.get("K2TO3_MAX_TENSOR_BYTES", str(2 << 30)))
 # A compressed dataset may declare at most this many times the bytes it stores.
 MAX_COMPRESSION_RATIO = 1000
+KERAS_GROUPS = ("model_weights/", "optimizer_weights/")  # what Keras 2's load_model reads of a full model file
 _HINT = "the file is not a plain Keras 2 save; re-save it with model.save('x.h5'); see docs/security.md"
 
 
@@ -29,7 +30,10 @@ def _refuse(path: Path, where: str, why: str) -> InputError:
     return InputError(f"{path}: HDF5 {where}: {why}; refused", hint=_HINT)
 
 
-def _check_dataset(path: Path, name: str, ds: Any) -> None:
+def _check_dataset(path: Path, name: str, ds: Any, keras_reads: bool = True) -> None:
+    """`keras_reads`: under model_weights/ or optimizer_weights/ of a full model file (or anywhere in another file):
+    its values are read as weights, so they must be numbers. Data an application stored beside them (a decoding
+    table of strings) is never read, and only its links, storage and sizes are checked."""
     import h5py
 
     if ds.is_virtual:
@@ -37,6 +41,8 @@ def _check_dataset(path: Path, name: str, ds: Any) -> None:
     if ds.external:
         raise _refuse(path, f"dataset /{name}", "has external storage (its bytes live in another file)")
     if ds.dtype.kind not in "biuf":
+        if not keras_reads:
+            return
         raise _refuse(path, f"dataset /{name}", f"has non-numeric dtype {ds.dtype} (weights are numbers)")
     shape = ds.shape or ()
     declared = int(np.prod(shape, dtype=object)) * ds.dtype.itemsize if shape is not None else 0
@@ -58,6 +64,7 @@ def check_open(path: Path, f: Any) -> None:
     """Walk every link of an open file; raise InputError at the first one that is not plain local data."""
     import h5py
 
+    full = "model_config" in f.attrs and "model_weights" in f  # Keras reads model_weights/, optimizer_weights/
     stack = [("", f)]
     while stack:
         prefix, group = stack.pop()
@@ -72,7 +79,7 @@ def check_open(path: Path, f: Any) -> None:
                 raise _refuse(path, f"/{name}", f"is a {type(link).__name__}")
             obj = group[key]
             if isinstance(obj, h5py.Dataset):
-                _check_dataset(path, name, obj)
+                _check_dataset(path, name, obj, not full or name.startswith(KERAS_GROUPS))
             elif isinstance(obj, h5py.Group):
                 stack.append((f"{name}/", obj))
             else:

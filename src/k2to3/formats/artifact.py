@@ -310,6 +310,8 @@ def _read_open(p: Path, f: Any, weights_only_ok: bool = False) -> LegacyArtifact
                              hint="the file was not written by Keras; re-save it with model.save('x.h5')")
     known = {"model_config", "training_config", "keras_version", "backend"}
     extra = sorted(k for k in f.attrs if k not in known)
+    if "model_weights" in f:  # what an application stored beside the model: reported, never read
+        extra += [f"/{k} (not read)" for k in sorted(f) if k not in ("model_weights", "optimizer_weights")]
     # Keras 2 writes weights under model_weights; very old files put layer groups at the root.
     wroot = f["model_weights"] if "model_weights" in f else f
     layer_names, weights = _weights(f)
