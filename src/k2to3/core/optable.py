@@ -90,26 +90,27 @@ def table() -> tuple[OpEntry, ...]:
     return tuple(out)
 
 
+def _renames(section: str, key: str) -> dict[str, str]:
+    """A section of name -> new name entries of rules/ops.toml, each name once."""
+    out: dict[str, str] = {}
+    for c in raw_table().get(section, []):
+        if c[key] in out:
+            raise ValueError(f"rules/ops.toml: [[{section}]] {c[key]} is listed twice")
+        out[c[key]] = c["to"]
+    return out
+
+
 @cache
 def config_aliases() -> dict[str, str]:
     """K.epsilon -> keras.config.epsilon etc.: keras.backend functions that moved (called the same way)."""
-    out: dict[str, str] = {}
-    for c in raw_table().get("config", []):
-        if c["k"] in out:
-            raise ValueError(f"rules/ops.toml: config alias {c['k']} is listed twice")
-        out[c["k"]] = c["to"]
-    return out
+    return _renames("config", "k")
 
 
+@cache
 def tf_moved() -> dict[str, str]:
     """tf.random_uniform_initializer -> keras.initializers.RandomUniform etc. ([[moved]] in rules/ops.toml): TensorFlow
     names of what Keras 3 has under another name, called with the same arguments."""
-    out: dict[str, str] = {}
-    for c in raw_table().get("moved", []):
-        if c["tf"] in out:
-            raise ValueError(f"rules/ops.toml: moved name {c['tf']} is listed twice")
-        out[c["tf"]] = c["to"]
-    return out
+    return _renames("moved", "tf")
 
 
 @cache
