@@ -54,7 +54,7 @@ def prepare(inp: Input, sources: sources_mod.Sources, output: Path, trust_byteco
     return Prepared(plan, resolution)
 
 
-def _demoted(resolution: Resolution) -> Resolution | None:
+def _demoted(resolution: Resolution) -> Resolution:
     """The file converts alone: a --src resolution that failed leaves its findings as warnings and is not used."""
     notes = [dataclasses.replace(f, severity="warning", message=f"{f.message}; converted from the file's own config")
              if f.severity == "error" else f for f in resolution.findings]
