@@ -19,8 +19,8 @@ from conftest import FIXTURES, ROOT
 from k2to3.formats.artifact import read_artifact
 from k2to3.source.extract import index_sources
 from k2to3.source.fix import fix_module, fix_source
-from k2to3.source.hoist import resolve_in_files
 from k2to3.source.lint import lint_source
+from k2to3.source.resolve_files import resolve_in_files
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
 

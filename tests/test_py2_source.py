@@ -17,8 +17,8 @@ from k2to3.formats.artifact import read_artifact
 from k2to3.pipeline.convert import convert
 from k2to3.source.extract import index_sources
 from k2to3.source.files import Config
-from k2to3.source.hoist import resolve_in_files
 from k2to3.source.py2 import to_py3
+from k2to3.source.resolve_files import resolve_in_files
 from k2to3.source.run import fix_paths, lint_paths
 
 KERASIFY = FIXTURES / "py2" / "kerasify_make_tests.py"

@@ -369,7 +369,7 @@ def test_src_directory_resolves_from_the_one_script_that_fits():
     k2_zoo.py only; CarND's one module-level lambda cannot have made lambda_loop's three layers (a module-level
     call outside loops runs once), so that file is not taken for it, and the loop model stays ambiguous until
     FILE:FUNCTION names its builder."""
-    from k2to3.source.hoist import resolve_in_files
+    from k2to3.source.resolve_files import resolve_in_files
 
     files = sorted(SRC.glob("*.py"))
     index = index_sources(files)

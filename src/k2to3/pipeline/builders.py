@@ -109,7 +109,7 @@ def _stop_on_missing_import(weights: Path, tried: list[dict[str, Any]]) -> None:
 def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path,
                 unextracted: list[str]) -> list[dict[str, Any]]:
     """One Keras 2 module per function (its closure hoisted from the --src files), one entry per argument set."""
-    from k2to3.source.hoist import resolve_in_files  # libcst: only a search pays for it
+    from k2to3.source.resolve_files import resolve_in_files  # libcst: only a search pays for it
 
     assert sources.index is not None
     out = []

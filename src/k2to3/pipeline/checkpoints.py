@@ -40,7 +40,7 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
     elif not sources.build_fn:
         raise NotPortable(f"{inp.path}: a TF checkpoint and --src without a build function",
                           hint="name it: --src FILE.py:FUNCTION")
-    from k2to3.source.hoist import resolve_in_files  # libcst: only a model with --src pays for it
+    from k2to3.source.resolve_files import resolve_in_files  # libcst: only a model with --src pays for it
 
     res = resolve_in_files(sources.index, None, None, module_name_for(output.stem), chosen.fn)
     if res.errors:

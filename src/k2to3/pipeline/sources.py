@@ -12,9 +12,10 @@ from typing import Any
 from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.source.buildargs import parse_build_args
-from k2to3.source.extract import SourceIndex, index_sources
+from k2to3.source.extract import index_sources
 from k2to3.source.files import SKIP_DIRS, notebook_source
 from k2to3.source.resolution import Resolution
+from k2to3.source.source_index import SourceIndex
 from k2to3.upgrade.needs import module_name_for
 
 
@@ -171,7 +172,7 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
     file alone cannot convert; what the others need is taken from the sources only where they define it."""
     if sources.index is None:
         return None
-    from k2to3.source.hoist import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
+    from k2to3.source.resolve_files import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
 
     return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
                             module_name_for(output.stem), sources.build_fn, required_layers,

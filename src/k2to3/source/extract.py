@@ -5,11 +5,8 @@ a lambda as an activation. Stdlib `ast` and `symtable` only; nothing in the file
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 import symtable
-import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,120 +14,16 @@ from k2to3.errors import InputError
 from k2to3.source.classify import LAMBDA, keras_name
 from k2to3.source.files import notebook_source
 from k2to3.source.lint import collect_aliases, dotted
+from k2to3.source.nested_definitions import nested_definitions
 from k2to3.source.py2 import to_py3
+from k2to3.source.source_index import Definition, Site, SourceIndex
 
 # Calls whose custom_objects= (or, for the scopes, first argument) maps names in a saved model to objects.
 CUSTOM_OBJECT_CALLS = frozenset({"load_model", "model_from_json", "model_from_yaml", "model_from_config",
                                  "deserialize", "CustomObjectScope", "custom_object_scope"})
-BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__"}
 # Values a constant's expression may contain: literals, names of other constants, arithmetic.
 _STATIC = (ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Dict,
            ast.operator, ast.unaryop, ast.Set)
-
-
-@dataclass
-class Definition:
-    name: str
-    kind: str  # function | class | lambda | constant | import | loopvar
-    path: Path
-    line: int
-    code: str  # the statement's source (an import: just this name's import)
-    deps: set[str] = field(default_factory=set)  # module-level names it references
-    lazy_deps: Any = None  # computes more deps on first use (symtable, paid only for definitions a model needs)
-    order: int = 0
-    value: Any = None  # loopvar: the value the name holds after the loop (static iterables only)
-    args: list[str] = field(default_factory=list)  # function / lambda parameters
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass
-class Site:
-    """A call that creates a Lambda layer, or passes a lambda as a layer's activation."""
-
-    kind: str  # "Lambda" | "activation"
-    path: Path
-    line: int
-    func: ast.expr  # ast.Lambda, or a Name of a function
-    func_code: str
-    name: str | None  # literal name= of the layer
-    argument_keys: frozenset[str] | None  # keys of a literal arguments= dict; None: no arguments=
-    arguments_static: bool  # arguments= is a dict literal / dict(...) with literal keys
-    has_output_shape: bool
-    layer_class: str | None
-    frees: tuple[str, ...]  # names bound in an enclosing function (closure cells, sorted as CPython does)
-    globals_: frozenset[str]  # module-level names the function body references
-    loop_vars: frozenset[str]  # frees or globals that are targets of an enclosing for loop
-    params: list[str]
-    order: int
-    owner: str | None = None  # the module-level function the call is in (None: module level)
-    in_loop: bool = False  # inside a for/while loop (a module-level call outside loops runs once)
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-    @property
-    def identity(self) -> tuple[Any, ...]:
-        if isinstance(self.func, ast.Name):
-            return ("def", self.func.id)
-        return ("site", str(self.path), self.line, self.func.col_offset)
-
-
-@dataclass
-class SourceIndex:
-    paths: list[Path]
-    defs: dict[str, Definition] = field(default_factory=dict)
-    dynamic: dict[str, str] = field(default_factory=dict)  # name -> path:line of a run-time assignment
-    sites: list[Site] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    texts: dict[Path, str] = field(default_factory=dict)
-    counter: int = 0
-    calls: dict[str, set[str]] = field(default_factory=dict)  # module-level function -> names it calls
-    literal_names: dict[str, set[str]] = field(default_factory=dict)  # function -> its name="..." literals
-    # function -> the capitalised names it calls (Conv2D, layers.Dense, Convolution2D): the layer classes it makes
-    class_calls: dict[str, list[str]] = field(default_factory=dict)
-    # custom_objects={"name": obj} passed to load_model / model_from_json / CustomObjectScope /
-    # get_custom_objects().update(...): artifact name -> (module-level name it maps to, path:line)
-    custom_objects: dict[str, tuple[str, str]] = field(default_factory=dict)
-    py2: dict[Path, str] = field(default_factory=dict)  # read after the 2->3 step -> its first Python 3 error
-    unparsed: dict[Path, str] = field(default_factory=dict)  # neither Python 3 nor 2: skipped -> why
-
-    def reachable(self, fn: str) -> set[str]:
-        """Module-level functions `fn` calls, directly or not (by name), and `fn` itself."""
-        seen, todo = set(), [fn]
-        while todo:
-            f = todo.pop()
-            if f in seen or f not in self.calls:
-                continue
-            seen.add(f)
-            todo.extend(self.calls[f])
-        return seen
-
-    def closure(self, roots: set[str]) -> tuple[list[Definition], dict[str, str]]:
-        """Definitions needed by `roots` (transitively), in source order, and the unresolved names
-        (name -> why)."""
-        seen: set[str] = set()
-        missing: dict[str, str] = {}
-        todo = list(roots)
-        while todo:
-            n = todo.pop()
-            if n in seen or n in BUILTINS:
-                continue
-            seen.add(n)
-            d = self.defs.get(n)
-            if d is None:
-                missing[n] = (f"is assigned by running code at {self.dynamic[n]}" if n in self.dynamic
-                              else "is not defined or imported at module level in the --src files")
-                continue
-            if d.lazy_deps is not None:
-                d.deps |= d.lazy_deps() - {d.name}
-                d.lazy_deps = None
-            todo.extend(d.deps)
-        out = sorted((self.defs[n] for n in seen if n in self.defs), key=lambda d: d.order)
-        return out, missing
 
 
 def _segment(lines: list[str], node: ast.stmt) -> str:
@@ -276,50 +169,15 @@ class _Indexer:
                 self.index.calls[stmt.name] = calls
                 self.index.literal_names[stmt.name] = names
                 self.index.class_calls[stmt.name] = classes
-        self.nested_definitions()
+        for n in nested_definitions(self.tree, self.lines, str(self.path)):  # a module-level one wins
+            if n.name in self.index.defs or n.name in self.index.dynamic:
+                continue
+            if n.captured:
+                self.index.dynamic[n.name] = (f"{self.path}:{n.line} (defined inside {n.outer}() and using its "
+                                              f"local name(s) {', '.join(n.captured[:4])})")
+            else:
+                self.add(Definition(n.name, n.kind, self.path, n.line, n.code, n.deps, args=n.args))
         _SiteVisitor(self).visit(self.tree)
-
-    def nested_definitions(self) -> None:
-        """Functions and classes defined inside a module-level function or a method (a VAE's `def sampling(args)`
-        in `_build_encoder`, `class Sampling(Layer)` in `build()`): what the saved model names by class or function
-        name, hoisted to module level when they use none of the enclosing function's local names (a definition
-        that does is recorded as run-time, with the names, so the stop says which). A module-level definition of
-        the same name wins."""
-        outer = [s for s in self.tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        outer += [m for c in self.tree.body if isinstance(c, ast.ClassDef) for m in c.body
-                  if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        for fn in outer:
-            local = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-            local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            for node in ast.walk(fn):
-                if node is fn or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    continue
-                if node.name in self.index.defs or node.name in self.index.dynamic:
-                    continue
-                own = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    own |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
-                own |= {a.arg for sub in ast.walk(node) if isinstance(sub, (ast.FunctionDef, ast.Lambda))
-                        for a in ast.walk(sub.args) if isinstance(a, ast.arg)}
-                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-                captured = sorted((used & local) - own - {node.name})
-                where = f"{self.path}:{node.lineno}"
-                if captured:
-                    self.index.dynamic[node.name] = (f"{where} (defined inside {fn.name}() and using its local "
-                                                     f"name(s) {', '.join(captured[:4])})")
-                    continue
-                code = textwrap.dedent(_segment(self.lines, node))
-                kind = "class" if isinstance(node, ast.ClassDef) else "function"
-                try:
-                    tree = ast.parse(code)
-                except SyntaxError:
-                    continue
-                top = tree.body[0]
-                deps = {n.id for n in ast.walk(top) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-                self.add(Definition(node.name, kind, self.path, node.lineno,
-                                    f"# defined inside {fn.name}() at {where}, hoisted to module level\n{code}",
-                                    deps - own - {node.name},
-                                    args=[a.arg for a in top.args.args] if kind == "function" else []))
 
     def statement(self, stmt: ast.stmt) -> None:
         where = f"{self.path}:{stmt.lineno}"

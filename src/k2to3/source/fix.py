@@ -129,9 +129,7 @@ def _switched(qname: str | None) -> str | None:
     """The Keras 3 name a tf.keras / tf_keras qualified name is switched to by the rewrite, else None."""
     if qname is None or qname.startswith("keras"):
         return None
-    if qname in ("tensorflow.keras", "tensorflow.python.keras", "tf_keras"):
-        return "keras"
-    return keras_name(qname)
+    return "keras" if qname in ("tensorflow.keras", "tensorflow.python.keras", "tf_keras") else keras_name(qname)
 
 
 def _fresh(taken: set[str], base: str = "tfk") -> str:
@@ -354,16 +352,12 @@ class FixCommand(cst.CSTTransformer):
         return _layout(original.args, out)
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
-        if original.attr.value == "keras" and self.aliases.resolve(dotted_name(original.value)) == "tensorflow" \
-                and id(original) not in self._keep_tf_keras:
+        attr = original.attr.value  # tf.keras -> keras; tf.metrics (TF 2's name of tf.keras.metrics) -> keras.metrics
+        if attr in ("keras", *TF_KERAS_NAMESPACES) and id(original) not in self._keep_tf_keras and \
+                self.aliases.resolve(dotted_name(original.value)) == "tensorflow":
             AddImportsVisitor.add_needed_import(self.context, "keras")
             self.changed += 1
-            return cst.Name("keras")
-        if original.attr.value in TF_KERAS_NAMESPACES and self.aliases.resolve(dotted_name(original.value)) == \
-                "tensorflow" and id(original) not in self._keep_tf_keras:  # tf.metrics is tf.keras.metrics
-            AddImportsVisitor.add_needed_import(self.context, "keras")
-            self.changed += 1
-            return cst.Attribute(cst.Name("keras"), cst.Name(original.attr.value))
+            return cst.Name("keras") if attr == "keras" else cst.Attribute(cst.Name("keras"), cst.Name(attr))
         return updated
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> Any:

@@ -13,28 +13,18 @@ Nothing here imports keras or runs the source."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import re
 from collections import Counter
-from pathlib import Path
 from typing import Any
-
-import libcst as cst
 
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
-from k2to3.errors import STAND_IN_MARK
-from k2to3.source.classify import MODEL_CODE
-from k2to3.source.extract import Definition, Site, SourceIndex, imports_from, index_sources
-from k2to3.source.fix import fix_source
-from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
-from k2to3.source.lint import lint_source
+from k2to3.source import generated_module
+from k2to3.source.imports import missing_package
 from k2to3.source.resolution import Resolution
-from k2to3.source.tfkeras_module import ToTfKeras
-from k2to3.upgrade.decompile import DECOMPILED_PREFIX
+from k2to3.source.source_index import Definition, Site, SourceIndex, label
 from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
 from k2to3.upgrade.plan import MODEL_CLASSES
-from k2to3.version import __version__
 
 MIN_CLASS_MATCH = 0.9  # a builder chosen by its layer calls alone must reproduce the model's layer classes
 
@@ -232,7 +222,7 @@ class Resolver:
         return self.hoisted[key][0], bound
 
     def export(self, name: str, kind: str, where: str, layer: str | None) -> None:
-        rec = self.exports.setdefault(name, {"name": name, "kind": kind, "source": _label(where), "layers": []})
+        rec = self.exports.setdefault(name, {"name": name, "kind": kind, "source": label(where), "layers": []})
         if layer and layer not in rec["layers"]:
             rec["layers"].append(layer)
 
@@ -308,7 +298,7 @@ class Resolver:
             fname, bound = got
             if need.kind == "lambda":
                 self.res.lambdas[need.layer] = {"function": fname, "arguments": {**need.arguments, **bound},
-                                                "source": _label(site.where),
+                                                "source": label(site.where),
                                                 "matched_by": self.how.get(need.layer)}  # type: ignore[index]
             elif bound:
                 self.error(rules_mod.builtin_code("activation_lambda"),
@@ -356,7 +346,7 @@ class Resolver:
                        None, "define or import it at module level in a --src file (k2to3 never runs top-level code)")
         self.res.objects = list(self.exports.values())
         if not self.res.errors:
-            self.generate(defs)
+            generated_module.write(self, defs)
         return self.res
 
     def incomplete(self, roots: set[str]) -> dict[str, str]:
@@ -397,139 +387,6 @@ class Resolver:
                 f"'{root}' ({where}) is not taken from the --src files: name '{name}' it needs {why}; the file's "
                 "own config is converted without it", None,
                 "define or import that name at module level in a --src file"))
-
-    # -- generated modules -----------------------------------------------------------------------------------
-    def hoisted_code(self, fname: str, site: Site) -> str:
-        lam = site.func
-        assert isinstance(lam, ast.Lambda)
-        args = lam.args
-        if fname in self.defaults:
-            args = ast.arguments(posonlyargs=args.posonlyargs, args=args.args, vararg=args.vararg,
-                                 kwonlyargs=args.kwonlyargs, kw_defaults=args.kw_defaults, kwarg=args.kwarg,
-                                 defaults=[ast.parse(repr(v), mode="eval").body for v in self.defaults[fname]])
-        params = ast.unparse(args)
-        if site.frees:
-            params += (", " if params else "") + ("" if lam.args.vararg or lam.args.kwonlyargs else "*, ") \
-                + ", ".join(site.frees)
-        body = ast.get_source_segment(self.index.texts[site.path], lam.body) or ast.unparse(lam.body)
-        where = _label(site.where)
-        return f"def {fname}({params}):  # {where}: {site.func_code.splitlines()[0][:80]}\n" \
-               f"    return ({body})\n"
-
-    def generate(self, defs: list[Definition]) -> None:
-        srcs = ", ".join("the file's Lambda bytecode (decompiled, --trust-bytecode)" if p.name.startswith(
-            DECOMPILED_PREFIX) else str(p) for p in self.index.paths)
-        imports = [d for d in defs if d.kind == "import"]
-        body = [d for d in defs if d.kind != "import"]
-        hoisted = [self.hoisted_code(n, s) for n, s in self.hoisted.values()]
-        exported = sorted(self.exports)
-        stand_ins = []
-        if self.res.build_fn:  # a weights-only build: what it does not call need not be installed
-            for d in imports:
-                mod = missing_package(d.code)
-                if mod:
-                    stand_ins.append(stand_in(d.name, mod, d.where))
-                    self.res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "warning",
-                                                     f"'{d.name}' is imported from {mod} ({d.where}), which is not "
-                                                     "installed: the build runs without it, and stops on one line "
-                                                     "if the model needs it", None, f"pass {mod}'s source with --src"))
-            imports = [d for d in imports if not missing_package(d.code)]
-        defs_code = "\n".join([d.code.rstrip() + "\n" for d in body] + stand_ins)
-        imp_code = flat_layer_paths("".join(d.code for d in imports))
-        k3_imp = flat_layer_paths("".join(_optional_tf(d) if self.res.build_fn else d.code for d in imports))
-
-        registered = [n for n in exported if self.exports[n]["kind"] != "build function"]
-        objects = "".join(f"    {n!r}: {n},\n" for n in registered)
-        k2_objects = "".join(f"    {n!r}: {n},\n" for n in exported)
-        k3 = (f'"""Generated by k2to3 {__version__} from {srcs}: the definitions the converted model needs,\n'
-              f"rewritten to keras.ops. Import it before keras.saving.load_model(...): it registers them under\n"
-              f'the package {self.res.package!r}. Do not edit by hand; re-run k2to3 convert --src."""\n\n'
-              f"import keras\n{k3_imp}\n{defs_code}\n" + "\n".join(hoisted)
-              + f"\n\nK2TO3_OBJECTS = {{\n{objects}}}\n"
-              f"for _name, _obj in K2TO3_OBJECTS.items():\n"
-              f"    keras.saving.register_keras_serializable(package={self.res.package!r}, name=_name)(_obj)\n")
-        token = MODEL_CODE.set(True)
-        try:
-            k3, _ = fix_source(k3, f"{self.res.module}.py")
-            findings, _ = lint_source(k3, f"{self.res.module}.py", prefilter=False)
-        finally:
-            MODEL_CODE.reset(token)
-        tree = ast.parse(k3)
-        unusable: dict[str, str] = {}
-        for f in findings:
-            owner = next((s for s in tree.body if s.lineno <= f.line <= (s.end_lineno or s.lineno)), None)
-            name = getattr(owner, "name", None)
-            where = self.exports.get(name, {}).get("source") or (self.index.defs[name].where if name in
-                                                                  self.index.defs else "the generated module")
-            if self.res.build_fn and name and name != self.res.build_fn \
-                    and isinstance(owner, (ast.ClassDef, ast.FunctionDef)):
-                # a weights-only build reaches this definition in its source, but the model may never call it
-                # (anago's CRF with use_crf=False): a stand-in that stops on one line if the build does call it
-                unusable.setdefault(name, f"{f.message} (in {name} from {where})")
-                continue
-            self.error(f.code, f"{f.message} (in {name or 'module'} from {where})", None,
-                       "replace it with a keras.ops call in the source, then convert again")
-        if unusable:
-            k3 = _with_stand_ins(k3, tree, unusable)
-            for name, why in unusable.items():
-                self.res.findings.append(Finding(rules_mod.builtin_code("source_missing"), "warning",
-                                                 f"'{name}' is not rewritten for Keras 3: {why}; the build stops on "
-                                                 "one line if the model uses it", None,
-                                                 "rewrite it with keras.ops in the source if the model needs it"))
-        self.res.k3_code = k3
-        k2 = (f'"""Generated by k2to3 {__version__} from {srcs} for the Keras 2 (tf_keras) reference: the user\'s\n'
-              f'code as written, imports pointed at tf_keras."""\n\n'
-              "import tensorflow as _k2to3_tensorflow\n\n\n"
-              "class _K2to3TF:\n"
-              "    # Keras 2.2-era source calls TF1 names (tf.fake_quant_with_min_max_vars) that TF 2 moved to\n"
-              "    # tf.compat.v1; look there when TF 2 lacks the name.\n"
-              "    def __getattr__(self, name):\n"
-              "        try:\n"
-              "            return getattr(_k2to3_tensorflow, name)\n"
-              "        except AttributeError:\n"
-              "            return getattr(_k2to3_tensorflow.compat.v1, name)\n\n\n"
-              "_K2TO3_TF = _K2to3TF()\n"
-              f"{imp_code}\n{defs_code}\n" + "\n".join(hoisted)
-              + f"\n\nK2TO3_OBJECTS = {{\n{k2_objects}}}\n")
-        self.res.k2_code = cst.parse_module(k2).visit(ToTfKeras()).code
-
-
-
-
-
-
-
-
-
-
-def _with_stand_ins(code: str, tree: ast.Module, unusable: dict[str, str]) -> str:
-    """The module with each unusable top-level definition replaced by a class that raises when called."""
-    lines = code.splitlines(keepends=True)
-    for node in sorted((n for n in tree.body if getattr(n, "name", None) in unusable), key=lambda n: -n.lineno):
-        name = node.name  # type: ignore[attr-defined]
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-        msg = f"{STAND_IN_MARK} {name} for Keras 3: {unusable[name]}"
-        stub = (f"class {name}:  # {STAND_IN_MARK} it: see the raise\n"
-                f"    def __init__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"
-                f"    def __call__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"
-                f"    def get_config(self):\n        raise NotImplementedError({msg!r})\n")
-        lines[start:node.end_lineno] = [stub]
-    return "".join(lines)
-
-
-_TF_IMPORT = re.compile(r"^(from tensorflow(\.[\w.]+)? import|import tensorflow)\b")
-
-
-def _optional_tf(d: Definition) -> str:
-    """A TensorFlow import (not Keras) a build function's source makes (textgenrnn's `from tensorflow import
-    config`, to look for a GPU) is optional in the Keras 3 module: without TensorFlow (a torch or jax install) the
-    module imports, the saved model loads, and only a use of the name raises, naming it."""
-    if not _TF_IMPORT.match(d.code) or "keras" in d.code:
-        return d.code
-    msg = f"{d.name} ({d.where}) needs TensorFlow, which is not installed"
-    return (f"try:\n    {d.code.strip()}\nexcept ImportError:  # {d.where}: used by the build function's source\n"
-            f"    class _K2to3Missing_{d.name}:\n        def __getattr__(self, attr):\n"
-            f"            raise ImportError({msg!r})\n\n    {d.name} = _K2to3Missing_{d.name}()\n")
 
 
 _KERAS_BASES = ("Layer", "Model", "Wrapper", "RNN", "Constraint", "Initializer", "Regularizer", "Loss", "Metric")
@@ -573,110 +430,3 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
     classes = [str(lay.get("class_name")) for lay in walk_layers(model_config or {})]
     return Resolver(index, module).resolve(needs, build_fn, layer_names - {None}, weights_only=model_config is None,
                                            layer_classes=classes)
-
-
-def _code_shape(code: str) -> dict[str, str]:
-    """A generated module's top-level definitions by name, without comments or docstrings (where each came from):
-    two files holding the same definitions give the same items."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return {"": code}
-    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-
-
-def _label(where: str) -> str:
-    """Where a definition came from: its file:line, or the file's own bytecode when k2to3 decompiled it."""
-    return DECOMPILED_LABEL if Path(where.rsplit(":", 1)[0]).name.startswith(DECOMPILED_PREFIX) else where
-
-
-DECOMPILED_LABEL = "decompiled from the file's bytecode (--trust-bytecode)"
-
-
-def resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
-                     module: str, build_fn: str | None = None,
-                     required_layers: set[str | None] | None = None,
-                     bound: dict[str, Any] | None = None) -> Resolution:
-    """`_resolve_in_files`, and once, as a warning, which --src files were read as Python 2 or skipped. `bound`:
-    module names the sources compute when they run, given the values the build search found (None while it
-    probes: the worker sets them before each build)."""
-    if bound:
-        index = with_bound(index, bound)
-    res = _resolve_in_files(index, model_config, training_config, module, build_fn, required_layers)
-    file_warnings(index, res)
-    return res
-
-
-def with_bound(index: SourceIndex, bound: dict[str, Any]) -> SourceIndex:
-    """The index with each bound name a module constant of the generated modules, saying where its value came
-    from (the index itself is shared by every candidate of a search: it is not changed)."""
-    defs = dict(index.defs)
-    order = min((d.order for d in defs.values()), default=0) - len(bound)
-    for i, (name, value) in enumerate(bound.items()):
-        where = index.dynamic.get(name, "the --src files")
-        defs[name] = Definition(name, "constant", Path(where.rsplit(":", 1)[0]), 0,
-                                f"{name} = {value!r}  # computed by running code at {where}; the value the weights "
-                                "were built with, found by k2to3's build search\n", order=order + i)
-    return dataclasses.replace(index, defs=defs, dynamic={k: v for k, v in index.dynamic.items() if k not in bound})
-
-
-def file_warnings(index: SourceIndex, res: Resolution) -> None:
-    """A file that cannot be parsed blocks nothing the model does not need from it; where a needed name is
-    missing, its error says which files were skipped."""
-    code = rules_mod.builtin_code("source_not_py3")
-    if index.py2:
-        files = "; ".join(f"{p} ({why})" for p, why in list(index.py2.items())[:5])
-        res.findings.append(Finding(code, "warning", f"{len(index.py2)} --src file(s) are Python 2, read after a "
-                                    f"mechanical 2->3 step (print/exec statements, except X, e, ...): {files}"))
-    if index.unparsed:
-        files = "; ".join(list(index.unparsed.values())[:5])
-        res.findings.append(Finding(code, "warning", f"{len(index.unparsed)} --src file(s) skipped, neither Python 3 "
-                                    f"nor Python 2: {files}", None, "fix the syntax if the model needs them"))
-        skipped = ", ".join(str(p) for p in list(index.unparsed)[:3])
-        needed = {rules_mod.builtin_code("source_missing"), rules_mod.builtin_code("lambda")}
-        res.findings = [dataclasses.replace(f, fix=f"{f.fix}; {skipped} could not be parsed and was skipped")
-                        if f.severity == "error" and f.code in needed else f for f in res.findings]
-
-
-def _resolve_in_files(index: SourceIndex, model_config: dict[str, Any] | None, training_config: dict[str, Any] | None,
-                      module: str, build_fn: str | None = None,
-                      required_layers: set[str | None] | None = None) -> Resolution:
-    """Resolve from several files (a tree, a --src directory): first from each single file that could hold what
-    the artifact needs (a training script usually builds one model; merged, the same inline lambdas or names in
-    several scripts would be ambiguous), then from all of them together."""
-    build_fn = build_fn.split(".")[0] if build_fn else None
-    if len(index.texts) > 1:
-        needs = collect_needs(model_config, training_config)
-        names = {n.class_name or n.fn_name for n in needs} | ({build_fn} if build_fn else set())
-        names.discard(None)
-        wants_sites = any(n.kind in ("lambda", "activation_lambda") for n in needs)
-        candidates = [p for p, text in index.texts.items() if (wants_sites and any(s.path == p for s in index.sites))
-                      or any(f"def {n}" in text or f"class {n}" in text for n in names)]
-        found = []
-        for p in candidates[:50]:
-            single = index_sources([p])
-            if any(d.kind == "import" and any(imports_from(d.code, q) for q in index.texts if q != p)
-                   for d in single.defs.values()):
-                continue  # it imports from another of the files (anago's models.py from anago/layers.py): merged
-            res = resolve_sources(single, model_config, training_config, module, build_fn, required_layers)
-            if not res.errors:
-                found.append((p, res))
-        shapes = [_code_shape(res.k3_code) for _, res in found]
-        widest = [i for i, mine in enumerate(shapes) if all(other.items() <= mine.items() for other in shapes)]
-        if len(found) > 1 and widest:
-            # the same definitions in several files (a notebook and the script exported from it), one of them
-            # also giving an optional one (the loss): no competing definitions, so no ambiguity
-            found = [found[widest[0]]]
-        if len(found) == 1:
-            return found[0][1]
-        if len(found) > 1:  # several scripts could each have built it: a guess could pass against itself
-            res = Resolution(module)
-            optional = required_layers is not None and not any(n.layer in required_layers for n in needs)
-            res.findings.append(Finding(rules_mod.builtin_code("lambda"), "warning" if optional else "error",
-                                        "the Lambdas and custom objects "
-                                        f"resolve from each of {', '.join(str(p) for p, _ in found[:4])}; k2to3 "
-                                        "cannot tell which built the model" + (
-                                            "; converted from the file's own config" if optional else ""), None,
-                                        "pass the one file that built it with --src"))
-            return res
-    return resolve_sources(index, model_config, training_config, module, build_fn, required_layers)

@@ -16,9 +16,10 @@ from k2to3.formats import describe
 from k2to3.formats.artifact import file_sha256, memo_reads, read_artifact, sniff
 from k2to3.formats.multigpu import detect
 from k2to3.formats.pairs import find_config, is_weights_only
-from k2to3.source.extract import SourceIndex, index_sources
+from k2to3.source.extract import index_sources
 from k2to3.source.files import SKIP_DIRS
-from k2to3.source.hoist import resolve_in_files
+from k2to3.source.resolve_files import resolve_in_files
+from k2to3.source.source_index import SourceIndex
 from k2to3.stores import locations as store
 from k2to3.stores.discover import Entry
 from k2to3.stores.targets import static_targets

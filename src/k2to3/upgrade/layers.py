@@ -25,6 +25,28 @@ if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState
 
 
+def _gru_reset_after(up: Any, class_name: str, cfg: dict[str, Any], layer: str) -> None:
+    """K2T492: Keras 2.0-2.1.2 had no reset_after (its GRU is reset_after=False, bias (3 * units,)); Keras 3's
+    default is True (bias (2, 3 * units)): a config without the key is the old formula."""
+    if class_name in ("GRU", "GRUCell") and "reset_after" not in cfg:
+        cfg["reset_after"] = False
+        up.note(up.code("gru_reset_after"), "info", "reset_after=False written (Keras 2.0-2.1 GRU had no such key "
+                "and computed the reset_after=False formula)", layer)
+
+
+def _initializers_not_stored(up: Any, cfg: dict[str, Any], layer: str) -> None:
+    """K2T491: Keras 1's init=lambda shape, name: normal(shape, scale=1e-4, name=name) is stored as "<lambda>",
+    never the code; the weights come from the file, so only a fresh build would use the default written."""
+    for key, value in list(cfg.items()):
+        if key.endswith("_initializer") and isinstance(value, str) and value not in KERAS3_INITIALIZERS:
+            default = "zeros" if key.startswith("bias") or key in ("beta_initializer", "moving_mean_initializer") \
+                else "ones" if key in ("gamma_initializer", "moving_variance_initializer") else "glorot_uniform"
+            cfg[key] = default
+            up.note(up.code("initializer_not_stored"), "warning", f"{key} '{value}' is code the file does not "
+                    f"store; Keras's default '{default}' is written (the weights are restored from the file; only "
+                    "a model built fresh from the config would use it)", layer)
+
+
 # Keras 3's string initializer identifiers (keras.initializers.get accepts them; Keras 1's zero/one are renamed
 # by upgrade/keras1)
 KERAS3_INITIALIZERS = frozenset(
@@ -90,22 +112,8 @@ def layer_config(
     for key in ("activation", "recurrent_activation"):
         if key in cfg:
             cfg[key] = activation(up, cfg[key], key, layer)
-    if class_name in ("GRU", "GRUCell") and "reset_after" not in cfg:
-        # Keras 2.0-2.1.2 had no reset_after (its GRU is reset_after=False, bias (3 * units,)); Keras 3's default is
-        # True (bias (2, 3 * units)): a config without the key is the old formula
-        cfg["reset_after"] = False
-        up.note(up.code("gru_reset_after"), "info", "reset_after=False written (Keras 2.0-2.1 GRU had no such key "
-                "and computed the reset_after=False formula)", layer)
-    for key, value in list(cfg.items()):
-        if key.endswith("_initializer") and isinstance(value, str) and value not in KERAS3_INITIALIZERS:
-            # Keras 1 init=lambda shape, name: normal(shape, scale=1e-4, name=name): the file stores "<lambda>",
-            # never the code; the weights come from the file, so only a fresh build would use the default
-            default = "zeros" if key.startswith("bias") or key in ("beta_initializer", "moving_mean_initializer") \
-                else "ones" if key in ("gamma_initializer", "moving_variance_initializer") else "glorot_uniform"
-            cfg[key] = default
-            up.note(up.code("initializer_not_stored"), "warning", f"{key} '{value}' is code the file does not "
-                    f"store; Keras's default '{default}' is written (the weights are restored from the file; only "
-                    "a model built fresh from the config would use it)", layer)
+    _gru_reset_after(up, class_name, cfg, layer)
+    _initializers_not_stored(up, cfg, layer)
     if "axis" in cfg and isinstance(cfg["axis"], list):
         if len(cfg["axis"]) == 1:
             cfg["axis"] = cfg["axis"][0]
