@@ -104,9 +104,11 @@ def test_hyper_parameter_pickle_is_read_as_plain_data_only(tmp_path):
 
 
 @pytest.mark.slow
-def test_build_code_keras3_rejects_is_one_line(pool, tmp_path):
-    """Keras 2 took Input(shape=2); Keras 3 does not. The builder the search confirmed under tf_keras then raises in
-    the Keras 3 build: one line naming the generated module's line, exit 3 (jaquielajoie/VAE-mnist), not exit 4."""
+def test_keras2_build_idioms_keras3_rejects(pool, tmp_path):
+    """Keras 2 took Input(shape=2): the generated module wraps a shape given by a name into a tuple when it is an int,
+    so that build converts. Keras 2 took Dense(np.prod(shape)) (a numpy integer; jaquielajoie/VAE-mnist), Keras 3
+    does not: the builder the search confirmed under tf_keras raises in the Keras 3 build, one line naming the
+    generated module's line, exit 3, not exit 4."""
     import shutil
 
     from k2to3.errors import K2to3Error
@@ -114,11 +116,16 @@ def test_build_code_keras3_rejects_is_one_line(pool, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(REPOS / "pkl_autoencoder", repo)
     src = repo / "autoencoder.py"
-    src.write_text(src.read_text().replace("Input(shape=(self.latent_space_dim,),",
-                                           "Input(shape=self.latent_space_dim,"))
+    text = src.read_text().replace("Input(shape=(self.latent_space_dim,),", "Input(shape=self.latent_space_dim,")
+    src.write_text(text)
+    report = convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "a.keras", sources=(str(src),)),
+                     pool=pool)
+    assert report["verdict"] == "parity"
+    src.write_text("import numpy as np\n" + text.replace("units = self._shape[0] * self._shape[1] * self._shape[2]",
+                                                          "units = np.prod(self._shape)"))
     with pytest.raises(K2to3Error) as exc:
         convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "m.keras", sources=(str(src),)),
                 pool=pool)
     line = exc.value.line()
-    assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "Input(shape=self.latent" in line
+    assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "Dense(units" in line, line
     assert not (tmp_path / "m.keras").exists()

@@ -82,6 +82,7 @@ def write(r: Any, defs: list[Definition]) -> None:
     token = MODEL_CODE.set(True)
     try:
         k3, _ = fix_source(k3, f"{r.res.module}.py")
+        k3 = cst.parse_module(k3).visit(IntShapes()).code
         findings, _ = lint_source(k3, f"{r.res.module}.py", prefilter=False)
     finally:
         MODEL_CODE.reset(token)
@@ -133,6 +134,28 @@ def write(r: Any, defs: list[Definition]) -> None:
 
 
 
+
+
+class IntShapes(cst.CSTTransformer):
+    """Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
+    convert '2' to a shape". In a generated module the value is only known when the build runs, so a shape given
+    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise."""
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        func = updated.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
+            else ""
+        if name != "Input":
+            return updated
+        args = list(updated.args)
+        for i, a in enumerate(args):
+            if (a.keyword is not None and a.keyword.value == "shape") or (i == 0 and a.keyword is None):
+                if isinstance(a.value, (cst.Name, cst.Attribute)):
+                    code = cst.Module([]).code_for_node(a.value)
+                    args[i] = a.with_changes(value=cst.parse_expression(
+                        f"(({code},) if isinstance({code}, int) else {code})"))
+                break
+        return updated.with_changes(args=args)
 
 
 def _with_stand_ins(code: str, tree: ast.Module, unusable: dict[str, str]) -> str:
