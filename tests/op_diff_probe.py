@@ -141,9 +141,12 @@ def run_case(entry, case, seed, graph=False):
 
         target = _resolve(k2to3.portable, name.split(".", 2)[2])
     else:
-        target = _resolve(keras.ops, name)
+        target = _resolve(getattr(keras, entry.namespace), name)
     positional, call_kwargs = table.call_arguments(entry, call_kwargs)
     got = target(*positional, **call_kwargs)
+    if entry.random:
+        return _same_distribution(entry.random, np.asarray(ref), np.asarray(keras.ops.convert_to_numpy(got)),
+                                  np.asarray(first) if not inp["static"] else None)
     refs = _outputs(ref)
     if not isinstance(ref, (list, tuple)) and isinstance(got, tuple):  # keras.ops.shape: a tuple of sizes
         got = np.asarray([keras.ops.convert_to_numpy(g) for g in got])
@@ -172,6 +175,26 @@ def run_case(entry, case, seed, graph=False):
         elif not np.array_equal(g.astype(r.dtype), r):
             return _result(False, float("inf"), "values differ")
     return worst
+
+
+def _same_distribution(kind, ref, got, x):
+    """A random op: the same shape and dtype as TF's draw, and the same distribution by its first two moments (each
+    within 6 standard errors of TF's sample: a false alarm about once in 10^8 cases); a permutation holds the same
+    rows, a dropout keeps the same fraction and scales the kept values the same way."""
+    if ref.shape != got.shape or ref.dtype != got.dtype:
+        return _result(False, float("inf"), f"shape/dtype {got.shape} {got.dtype} != TF {ref.shape} {ref.dtype}")
+    if kind == "permutation":
+        same = np.array_equal(np.sort(ref, axis=0), np.sort(got, axis=0))
+        return _result(same, 0.0 if same else float("inf"), "" if same else "not a permutation of the input rows")
+    if kind == "dropout":
+        ref, got = (ref != 0).astype("float64"), (got != 0).astype("float64")  # the kept fraction
+    n = ref.size
+    se_mean = ref.std() / np.sqrt(n) + 1e-12
+    se_std = ref.std() / np.sqrt(2 * n) + 1e-12
+    ratio = max(abs(got.mean() - ref.mean()) / (6 * se_mean), abs(got.std() - ref.std()) / (6 * se_std))
+    return _result(bool(ratio <= 1), float(abs(got.mean() - ref.mean())), "" if ratio <= 1 else
+                   f"moments differ: mean {got.mean():.4g} vs {ref.mean():.4g}, std {got.std():.4g} vs {ref.std():.4g}",
+                   6 * se_mean, float(ratio))
 
 
 def _result(ok, max_abs, note="", tol=0.0, ratio=0.0, floor=0.0):

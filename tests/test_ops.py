@@ -329,8 +329,9 @@ def test_backend_source_verdicts():
     assert verdict("shape", "x").target is None  # a tuple in Keras 3: whole-shape arithmetic would break (K2T206)
     v = verdict("learning_phase")
     assert v.code == "K2T204" and "training" in v.message and not v.fixable
-    v = verdict("random_normal", (2, 3))
-    assert v.code == "K2T206" and "keras.random.normal" in v.message
+    v = verdict("random_normal", (2, 3), seed=4)  # the op seed is dropped: Keras 3 draws from a SeedGenerator
+    assert v.code == "K2T201" and v.target == "keras.random.normal" and v.args == [(None, (2, 3))]
+    assert verdict("dropout", "x", 0.2).args == [(None, "x"), ("rate", 0.2)]
     assert verdict("eval", "x").code == "K2T204" and "convert_to_numpy" in verdict("eval", "x").message
     assert verdict("relu", "x", alpha=0.1).code == "K2T203"
 
@@ -377,16 +378,20 @@ def test_einsum_operands_and_gather_nd_and_tf1_module_paths():
 
 def test_shape_is_a_portable_int_tensor_in_source_and_symbolic_in_graphs():
     """tf.shape (and compat.v1.shape, which tf_keras records, with name before out_type) -> k2to3.portable.shape, an
-    int tensor like TF's, for TFOpLambda nodes. Source code keeps tf.shape (classify.TF_NOT_OPS: its result feeds
-    shape arguments, which on torch and jax must be ints, not a tensor); K.shape stays obsolete (K2T206)."""
+    int tensor like TF's, for TFOpLambda nodes. Source code keeps a whole tf.shape (classify.TF_NOT_OPS: its result
+    feeds shape arguments, which on torch and jax must be ints, not a tensor) and rewrites one only used as sizes
+    (K2T210); a whole K.shape stays obsolete (K2T206)."""
     from k2to3.source.fix import fix_source
 
     assert ops.lookup("compat.v1.shape").keras == ops.lookup("shape").keras == ops.SHAPE
     first, kw = ops.positional_to_keywords(ops.lookup("compat.v1.shape"), ["x", None, "int64"], {})
     assert ops.translate(ops.lookup("compat.v1.shape"), first, kw) == {"x": "x", "out_type": "int64"}
     assert ops.translate(ops.lookup("shape"), "x", {}) == {"x": "x", "out_type": "int32"}
+    code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x) * 2\n"
+    assert fix_source(code)[0] == code  # the whole shape as a tensor: kept
+    # only indexed (K2T210, as K.shape): the sizes keras.ops.shape gives, ints on torch and jax
     code = "import tensorflow as tf\n\n\ndef f(x):\n    return tf.shape(x)[0] + tf.compat.v1.shape(x)[1]\n"
-    assert fix_source(code)[0] == code
+    assert "return keras.ops.shape(x)[0] + keras.ops.shape(x)[1]" in fix_source(code)[0]
     assert "K2T206" == ops.backend_obsolete()["shape"][0]
 
 
@@ -410,3 +415,25 @@ def test_k_shape_only_indexed_becomes_keras_ops_shape():
             "        s += (1,)\n        return s[0]\n")
     found = [(f.code, f.line) for f in lint_source(code, "m.py")[0] if f.code in ("K2T206", "K2T210")]
     assert found == [("K2T210", 6), ("K2T206", 10)]
+
+
+def test_random_ops_draw_from_their_layers_seed_generator_in_generated_modules():
+    """A random op maps to keras.random; in a module k2to3 generates, it draws from the SeedGenerator of the layer that
+    runs it (seed=_k2to3_seed(), source/seed_generators.py); a TFOpLambda random op stays a TF call (no layer owns a
+    seed in a saved graph)."""
+    from k2to3.source.classify import MODEL_CODE, CallArgs, classify_call
+
+    def verdict(qname, *args, **kwargs):
+        return classify_call(qname, CallArgs(list(args), kwargs))
+
+    assert verdict("tensorflow.random.normal", (2, 3), seed=1).args == [(None, (2, 3))]
+    token = MODEL_CODE.set(True)
+    try:
+        v = verdict("tensorflow.random.uniform", (2, 3), maxval=None)
+        assert v.target == "keras.random.uniform" and [(k, repr(a)) for k, a in v.args] == [
+            (None, "(2, 3)"), ("seed", "_k2to3_seed()")]
+        assert verdict("tensorflow.random.uniform", (2,), maxval=5, dtype="int32").code == "K2T102"
+    finally:
+        MODEL_CODE.reset(token)
+    assert "random op" in ops.check("random.normal", {"shape": [2, 3]})
+    assert ops.lookup("compat.v1.random_normal").target == "keras.random.normal"

@@ -45,6 +45,7 @@ class Run:
     golden_args: dict[str, Any] = field(default_factory=dict)  # how tf_keras loads it (pipeline/reference.py)
     reference_origin: str = "the file"  # report.reference.from
     modules: list[str] = field(default_factory=list)  # generated modules every worker imports first
+    fixed_random: bool = False  # the model draws random numbers: every job draws a fixed pattern instead
     training_config: dict[str, Any] | None = None
     build: dict[str, Any] | None = None  # convert: the build worker's reply (ledger, weight hash, optimizer)
     given: list[np.ndarray] | None = None  # `verify --golden`: the reference outputs of the golden file

@@ -135,6 +135,10 @@ def _row(run: Run, b: str, r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+FIXED_RANDOM = ("the model draws random numbers (keras.random in Keras 3): compared with every draw replaced by the "
+                "same fixed pattern on each side; the random streams themselves differ (docs/verify.md \"Random ops\")")
+
+
 def _reference(run: Run, fut_golden: Future) -> list[np.ndarray] | None:
     g, exc = fut_golden.result()
     if g is None and exc is None:
@@ -146,6 +150,9 @@ def _reference(run: Run, fut_golden: Future) -> list[np.ndarray] | None:
         return None
     run.report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"],
                                "from": run.reference_origin}
+    if run.fixed_random:
+        run.report["reference"]["random"] = FIXED_RANDOM
+        run.progress("the model draws random numbers: every side draws the same fixed pattern instead")
     nhwc = g.get("nhwc_layers") or []
     run.progress("Keras 2 golden output computed with tf_keras" + (
         f" ({len(nhwc)} channels_first layers run transposed to NHWC: no CPU kernel)" if nhwc else ""))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from k2to3.checks.base import Jobs, Run
+from k2to3.checks.rounds import switched
 from k2to3.workers.pool import WorkerError
 
 
@@ -28,7 +29,7 @@ def rerun(run: Run, backends: list[str], dtype: str, prefix: str, schedule_key: 
             lambda w, name=name, args=args: w.call("float64", out=run.npz(f"{prefix}-{name}"), **args))
         names.setdefault(kind, []).append(name)
     weight_bytes = (8 if dtype == "float64" else 4) * int(run.report.get("ledger", {}).get("params_restored") or 0)
-    done = run.pool.run(jobs, weight_bytes)
+    done = run.pool.run(switched(run, jobs), weight_bytes)
     if isinstance(run.report.get("memory"), dict):
         run.report["memory"][schedule_key] = run.pool.schedule
     replies: dict[str, dict[str, Any]] = {}

@@ -15,6 +15,14 @@ def longest_first(jobs: Jobs) -> Jobs:
     return dict(sorted(jobs.items(), key=lambda kv: (kv[0] != "tensorflow", kv[0] != "jax")))
 
 
+def switched(run: Run, jobs: Jobs) -> Jobs:
+    """The jobs with the run's per-job worker switches (child._job_switches): `fixed_random` for a model that draws
+    random numbers."""
+    if not run.fixed_random:
+        return jobs
+    return {role: [with_args(j, fixed_random=True) for j in js] for role, js in jobs.items()}
+
+
 def one_round(run: Run, queued: list[tuple[Check, Jobs]], release_finished: bool = False) -> dict[str, Done]:
     """Run every queued job; returns each check's futures by its key."""
     merged: Jobs = {}
@@ -26,7 +34,7 @@ def one_round(run: Run, queued: list[tuple[Check, Jobs]], release_finished: bool
         merged = order(merged)
     done: Done = {}
     if merged:  # the pool admits roles in the order they first appear
-        routed, where = reference_lane.route(run, merged)
+        routed, where = reference_lane.route(run, switched(run, merged))
         ran = run.pool.run(routed, run.weight_bytes, release_finished=release_finished)
         done = {r: [ran[at][i] for at, i in where[r]] for r in merged}  # each job's future where it was queued
         if any(c.retry_without_onednn for c, _ in queued) and any(crashed(f) for f in done.get("torch", [])):
@@ -49,7 +57,7 @@ def _torch_without_onednn(run: Run, jobs: list, done: Done) -> None:
     with oneDNN off; when they pass, their replies stand and `workarounds` tells the user what their own torch
     training of this model needs."""
     run.progress("torch crashed in its backward pass; running its jobs again with oneDNN off")
-    again = run.pool.run({"torch": [with_args(j, onednn=False) for j in jobs]}, run.weight_bytes)
+    again = run.pool.run(switched(run, {"torch": [with_args(j, onednn=False) for j in jobs]}), run.weight_bytes)
     if any(crashed(f) for f in again["torch"]):
         return
     done["torch"] = again["torch"]

@@ -41,6 +41,8 @@ class OpEntry:
     cases: tuple[dict[str, Any], ...] = ()
     sums: bool = False  # the output sums products of the inputs (differential tolerance: tests/op_tolerance.py)
     known_failures: tuple[dict[str, Any], ...] = ()  # backend disagreements found by the differential test
+    namespace: str = "ops"  # keras.<namespace>.<keras>: "ops", or "random" for a random op (keras.random.normal)
+    random: str | None = None  # a random op: the distribution the differential test compares (normal, uniform, ...)
 
     @property
     def name(self) -> str:
@@ -53,6 +55,11 @@ class OpEntry:
         constant tensor given there as a nested list, which becomes an array again before the keras.ops call."""
         kinds = ("tensors", "ints", "bools", "sorted_ids", "consts")
         return frozenset(k for c in self.cases for kind in kinds for k in c.get(kind, {}))
+
+    @property
+    def target(self) -> str:
+        """The Keras 3 function, dotted from `keras`: keras.ops.mean, keras.random.normal, k2to3.portable.x."""
+        return self.keras if self.keras.startswith("k2to3.") else f"keras.{self.namespace}.{self.keras}"
 
     @property
     def label(self) -> str:
@@ -183,8 +190,14 @@ def canonical_tf_name(name: str, aliases: dict[str, str] | None = None) -> str:
     return aliases.get(name, name)
 
 
+KERAS_BACKEND = "keras.backend."  # a TFOpLambda of a K function (tf.keras.backend.binary_crossentropy)
+
+
 def lookup(function: str) -> OpEntry:
-    """TF function name (any alias) -> its table entry."""
+    """TF function name (any alias) -> its table entry; `keras.backend.<name>`, as a TFOpLambda stores a call of
+    tf.keras.backend.<name> on Keras tensors, -> the K entry."""
+    if function.startswith(KERAS_BACKEND):
+        return lookup_backend(function[len(KERAS_BACKEND):])
     table_ = by_tf_name()
     e = table_.get(function) or table_.get(canonical_tf_name(function))
     if e is None:
@@ -306,7 +319,18 @@ def _repeats_int(kw: dict[str, Any]) -> None:
         raise Untranslatable("repeat with a list of repeats (keras.ops.repeat takes one count or a tensor)")
 
 
-TRANSFORMS = {"repeats_int": _repeats_int, "norm_ord": _norm_ord, "axes_tuple": _axes_tuple, "pad_mode": _pad_mode,
+def _float_uniform(kw: dict[str, Any]) -> None:
+    # keras.random.uniform draws floats only; TF's integer form needs maxval and is keras.random.randint
+    dtype = kw.get("dtype")
+    if dtype is not None and "float" not in str(dtype):
+        raise Untranslatable(f"uniform with dtype={dtype!r}: keras.random.uniform draws floats (keras.random.randint "
+                             "draws integers)")
+    if kw.get("maxval", 1.0) is None:
+        kw.pop("maxval")  # TF's None is 1 for floats, keras's default
+
+
+TRANSFORMS = {"float_uniform": _float_uniform,
+              "repeats_int": _repeats_int, "norm_ord": _norm_ord, "axes_tuple": _axes_tuple, "pad_mode": _pad_mode,
               "split_sizes": _split_sizes, "resize_method": _resize_method,
               "data_format": _data_format, "sqrt_epsilon": _sqrt_epsilon, "k_clip": _k_clip}
 
@@ -399,6 +423,10 @@ def check(function: str, kwargs: dict[str, Any]) -> str | None:
         return None
     try:
         entry = lookup(function)
+        if entry.random:
+            # a rebuilt graph has no layer to own the op's SeedGenerator (and would trace one sample into it)
+            raise Untranslatable(f"tf.{function} is a random op: in a saved graph it has no layer to own its "
+                                 "keras.random seed (rebuild the layer from its source with --src)")
         translate(entry, None, {k: v for k, v in kwargs.items()})
     except Untranslatable as exc:
         return str(exc)

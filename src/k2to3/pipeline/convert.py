@@ -293,6 +293,7 @@ def _new_run(opts: ConvertOptions, inp: Input, prepared: Prepared, modules: sour
               backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
               weight_bytes=4 * int(artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
               reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
+              fixed_random=bool(prepared.resolution and prepared.resolution.random),
               training_config=artifact.training_config, golden_path=_golden_path(opts), output_path=opts.output,
               export=target(opts.export, default_path(opts.output, opts.export)) if opts.export else None)
     return run, tol_source

@@ -12,6 +12,7 @@ from typing import Any
 from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.source.buildargs import parse_build_args
+from k2to3.source.classify import SEED_CALL
 from k2to3.source.extract import index_sources
 from k2to3.source.files import SKIP_DIRS, notebook_source
 from k2to3.source.resolution import Resolution
@@ -172,11 +173,16 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
     file alone cannot convert; what the others need is taken from the sources only where they define it."""
     if sources.index is None:
         return None
+    from k2to3.source.hoist import AUTO_NAMES_FROM, auto_names_from
     from k2to3.source.resolve_files import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
 
-    return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
-                            module_name_for(output.stem), sources.build_fn, required_layers,
-                            bound=(sources.build_args or {}).get("globals"))
+    token = AUTO_NAMES_FROM.set(auto_names_from(artifact.keras_version))
+    try:
+        return resolve_in_files(sources.index, artifact.model_config, artifact.training_config,
+                                module_name_for(output.stem), sources.build_fn, required_layers,
+                                bound=(sources.build_args or {}).get("globals"))
+    finally:
+        AUTO_NAMES_FROM.reset(token)
 
 
 def report_section(sources: Sources, resolution: Resolution | None, output: Path) -> dict[str, Any] | None:
@@ -212,6 +218,12 @@ def golden_config(resolution: Resolution, model_config: dict[str, Any], work: Pa
     cfg = work / "golden_config.json"
     cfg.write_text(json.dumps(resolution.golden_config(model_config)))
     return cfg
+
+
+def draws_random(modules: list[str]) -> bool:
+    """Whether a generated module draws random numbers (its calls take `seed=_k2to3_seed()`): the golden file was
+    computed with the fixed pattern in place of the draws (workers/fixed_random.py), and so is the model under test."""
+    return any(SEED_CALL in Path(m).read_text(errors="replace") for m in modules)
 
 
 def generated_modules(specs: tuple[str, ...], model: Path) -> list[str]:

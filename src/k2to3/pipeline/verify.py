@@ -139,7 +139,7 @@ def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_
                plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
                weight_bytes=4 * int(inp.artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
                reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
-               training_config=inp.artifact.training_config)
+               training_config=inp.artifact.training_config, fixed_random=bool(resolution and resolution.random))
 
 
 def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: Progress, get_pool: Any) -> Run:
@@ -169,7 +169,8 @@ def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: P
         "output": _output(opts.model),
     }
     build_hash = meta.get("weight_hash") if isinstance(meta.get("weight_hash"), str) else None
+    modules = sources_mod.generated_modules(opts.sources, opts.model)
     return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
                plan=Plan(model={}), backends=opts.backends, rtol=rtol, atol=atol,
                weight_bytes=4 * int(src.get("n_params") or 0), given=golden.outputs, given_hash=build_hash,
-               modules=sources_mod.generated_modules(opts.sources, opts.model))
+               modules=modules, fixed_random=sources_mod.draws_random(modules))

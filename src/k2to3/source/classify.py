@@ -67,6 +67,19 @@ class Expr:
         return ast.unparse(self.node) if isinstance(self.node, ast.AST) else "<expression>"
 
 
+SEED_CALL = "_k2to3_seed()"  # a generated module's random calls draw from their layer's SeedGenerator
+
+
+@dataclass(frozen=True)
+class Code:
+    """An argument the rewrite writes as this expression (its repr is the code)."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 @dataclass
 class CallArgs:
     """A call's arguments, parser-neutral: literal values where static, Expr otherwise."""
@@ -114,9 +127,15 @@ def classify_call(qname: str, call: CallArgs) -> Verdict | None:
     if name in tables.tf_moved:
         return Verdict("K2T104", f"tf.{name} is {tables.tf_moved[name]} in Keras 3", True, tables.tf_moved[name],
                        [(kw, Expr(node)) for kw, node in call.raw])
+    entry = table.get(name)
+    if entry is not None and entry.keras == ops.SHAPE and call.indexed and not call.star and call.raw \
+            and call.raw[0][0] in (None, "input") and call.keywords.get("out_type", "int32") in ("int32", "int64"):
+        # tf.shape(x)[0] as K.shape(x)[0] (K2T210): a size Keras 3 takes where a shape is due (keras.random.normal's
+        # on jax must be concrete), not an element of a tensor
+        return Verdict("K2T210", f"tf.{name} -> keras.ops.shape ({SIZES})", True,
+                       "keras.ops.shape", [(None, Expr(call.raw[0][1]))])
     if (name.startswith(TF_NOT_OPS) or name in TF_NOT_OPS) and not (MODEL_CODE.get() and name in table):
         return None
-    entry = table.get(name)
     if entry is None:
         return Verdict("K2T103", f"tf.{name} has no keras.ops equivalent; it ties the model to TensorFlow")
     return _translate(entry, f"tf.{name}", call, "K2T101", "K2T102")
@@ -141,7 +160,7 @@ def _backend(name: str, call: CallArgs) -> Verdict | None:
     obsolete = tables.obsolete
     if name in obsolete and call.indexed and name in tables.indexed and not call.star:
         target = "keras.ops." + tables.indexed[name]
-        return Verdict("K2T210", f"K.{name} -> {target} (its result is only indexed by integers)", True, target,
+        return Verdict("K2T210", f"K.{name} -> {target} ({SIZES})", True, target,
                        [(kw, Expr(node)) for kw, node in call.raw])
     if name in obsolete:
         return Verdict(obsolete[name][0], f"K.{name} has no Keras 3 equivalent: {obsolete[name][1]}")
@@ -170,7 +189,7 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
                                      f"keras.ops.swapaxes (as {entry.compose} does)")
     except ops.Untranslatable as exc:
         return Verdict(bad, f"{shown}: {exc}")
-    target = name if name.startswith("k2to3.") else "keras.ops." + name
+    target = name if name.startswith("k2to3.") else f"keras.{entry.namespace}.{name}"
     keras_pos = lint_tables().positional.get(name) if target.startswith("keras.ops.") else None
     # the first argument goes by keyword where Keras's first positional parameter is another one (in_top_k)
     first_kw = entry.first if keras_pos is not None and keras_pos[:1] != (entry.first,) else None
@@ -183,6 +202,8 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
         elif mapped in out:
             args.append((mapped, out.pop(mapped)))
     args += list(out.items())
+    if entry.random and MODEL_CODE.get():  # the SeedGenerator of the layer that runs it (generated_module.py)
+        args.append(("seed", Code(SEED_CALL)))
     return Verdict(ok, f"{shown} -> {target}", True, target, args)
 
 
@@ -249,6 +270,10 @@ def _int_index(node: ast.expr) -> bool:
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and _int_index(node.operand))
 
 
+SIZES = "its result is only used as sizes: indexed by integers, or the shape of a random draw"
+RANDOM_DRAWS = frozenset({"normal", "uniform", "truncated_normal", "random_normal", "random_uniform"})
+
+
 def _named(call: ast.expr, names: frozenset[str]) -> bool:
     f = call.func if isinstance(call, ast.Call) else None
     return (isinstance(f, ast.Attribute) and f.attr in names) or (isinstance(f, ast.Name) and f.id in names)
@@ -281,6 +306,11 @@ def indexed_calls(tree: ast.AST, code: str | None = None) -> set[tuple[int, int]
     for node in (n for root in roots for n in ast.walk(root)):
         if isinstance(node, ast.Subscript) and _named(node.value, names) and _int_index(node.slice):
             out.add((node.value.lineno, node.value.col_offset))
+        elif isinstance(node, ast.Call) and _named(node, RANDOM_DRAWS):
+            # the shape a random op draws (tf.random.normal(tf.shape(x))): keras.random takes a tuple of sizes
+            shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+            if shape is not None and _named(shape, names):
+                out.add((shape.lineno, shape.col_offset))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and _named(node.value, names):
             lines.append(node.lineno)

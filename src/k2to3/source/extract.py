@@ -35,6 +35,23 @@ def _static(node: ast.expr, known: set[str]) -> bool:
     return all(isinstance(n, _STATIC) and (not isinstance(n, ast.Name) or n.id in known) for n in ast.walk(node))
 
 
+def _literal_entries(node: ast.expr, known: set[str]) -> tuple[list[tuple[ast.expr, ast.expr]], list[str]] | None:
+    """A dict display with literal keys, some of whose values are not static: (the static items, the keys of the
+    others); None for anything else."""
+    if not isinstance(node, ast.Dict) or None in node.keys or not node.keys:
+        return None
+    kept: list[tuple[ast.expr, ast.expr]] = []
+    dropped: list[str] = []
+    for k, v in zip(node.keys, node.values):
+        if not isinstance(k, ast.Constant) or not isinstance(k.value, (str, int)):
+            return None
+        if _static(v, known):
+            kept.append((k, v))
+        else:
+            dropped.append(repr(k.value))
+    return (kept, dropped) if dropped and kept else None
+
+
 def _static_iter(node: ast.expr, known_values: dict[str, Any]) -> list[Any] | None:
     """Values of a for loop's iterable when static: range(...) of constants, a literal list or tuple."""
     try:
@@ -220,6 +237,15 @@ class _Indexer:
                 self.consts[name] = _eval_const(value, self.consts)
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
+            elif (literal := _literal_entries(value, set(self.consts))) is not None:
+                # a settings dict that also holds objects (`Config = {"latent_dim": 2, "optimizer": Adam(...)}`):
+                # the code reads its literal entries (`Config["latent_dim"]`), the rest would need running code
+                kept, dropped = literal
+                code = (f"{name} = {{{', '.join(f'{ast.unparse(k)}: {ast.unparse(v)}' for k, v in kept)}}}  "
+                        f"# the literal entries of {name} at {self.path.name}:{stmt.lineno}; not "
+                        f"{', '.join(dropped)} (computed by running code)\n")
+                deps = {n.id for _, v in kept for n in ast.walk(v) if isinstance(n, ast.Name)}
+                self.add(Definition(name, "constant", self.path, stmt.lineno, code, deps))
             else:
                 self.index.dynamic[name] = where
                 self.index.defs.pop(name, None)

@@ -22,6 +22,7 @@ from k2to3.source.classify import MODEL_CODE
 from k2to3.source.fix import fix_source
 from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
 from k2to3.source.lint import lint_source
+from k2to3.source.seed_generators import with_seed_generators
 from k2to3.source.source_index import Definition, Site, label
 from k2to3.source.tfkeras_module import ToTfKeras
 from k2to3.upgrade.decompile import DECOMPILED_PREFIX
@@ -83,6 +84,7 @@ def write(r: Any, defs: list[Definition]) -> None:
     try:
         k3, _ = fix_source(k3, f"{r.res.module}.py")
         k3 = cst.parse_module(k3).visit(IntShapes()).code
+        k3 = _seeded(r, k3)
         findings, _ = lint_source(k3, f"{r.res.module}.py", prefilter=False)
     finally:
         MODEL_CODE.reset(token)
@@ -134,6 +136,16 @@ def write(r: Any, defs: list[Definition]) -> None:
 
 
 
+
+
+def _seeded(r: Any, k3: str) -> str:
+    """The module with its random draws seeded by their layers (source/seed_generators.py); marks the resolution
+    and each Lambda whose function draws."""
+    k3, random = with_seed_generators(k3, r.res.package)
+    r.res.random = bool(random)
+    for lam in r.res.lambdas.values():
+        lam["random"] = lam["function"] in random
+    return k3
 
 
 class IntShapes(cst.CSTTransformer):

@@ -13,6 +13,7 @@ Nothing here imports keras or runs the source."""
 from __future__ import annotations
 
 import ast
+import contextvars
 import re
 from collections import Counter
 from typing import Any
@@ -27,6 +28,24 @@ from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
 from k2to3.upgrade.plan import MODEL_CLASSES
 
 MIN_CLASS_MATCH = 0.9  # a builder chosen by its layer calls alone must reproduce the model's layer classes
+# Where the Keras that saved the file started numbering automatic layer names (1: standalone Keras's `lambda_1`,
+# 0: tf.keras's `lambda`, `lambda_1`); None when unknown. Set by the caller that knows the file (pipeline/sources.py).
+AUTO_NAMES_FROM: contextvars.ContextVar[int | None] = contextvars.ContextVar("auto_names_from", default=None)
+
+
+def auto_names_from(keras_version: str | None) -> int | None:
+    """1 for standalone Keras 1.x-2.3.x (`K.get_uid`), 0 for tf.keras (`-tf` versions, and 2.4+, where standalone
+    Keras became tf.keras); None when the file does not say."""
+    m = re.match(r"(\d+)\.(\d+)", keras_version or "")
+    if m is None:
+        return None
+    if "-tf" in (keras_version or "") or (int(m.group(1)), int(m.group(2))) >= (2, 4):
+        return 0
+    return 1
+
+
+def _nth(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
 def _ident(layer: str) -> str:
@@ -135,9 +154,14 @@ class Resolver:
                 out[need.layer] = cands[0]  # type: ignore[index]
             else:
                 pending.append((need, cands))
-        # Several candidate call sites: match in order of creation when the counts agree.
+        # Several candidate call sites: the layer's automatic name when it says which, else in order of creation
+        # when the counts agree.
         groups: dict[tuple[int, ...], list[tuple[Need, list[Site]]]] = {}
         for need, cands in pending:
+            site = self.by_auto_name(need, cands)
+            if site is not None:
+                out[need.layer] = site  # type: ignore[index]
+                continue
             groups.setdefault(tuple(s.order for s in cands), []).append((need, cands))
         for _, members in groups.items():
             cands = members[0][1]
@@ -171,6 +195,26 @@ class Resolver:
                                "pass the file that built the model with --src")
         self.need = None
         return out
+
+    def by_auto_name(self, need: Need, cands: list[Site]) -> Site | None:
+        """A Lambda Keras named itself (`lambda_2`) is the N-th Lambda the process created. When every Lambda call
+        of the script holding the candidates is at its module level, outside loops and functions, the script
+        creates them in line order, and N picks one: counted from 1 by standalone Keras, from 0 (`lambda`,
+        `lambda_1`) by tf.keras (AUTO_NAMES_FROM, set from the file's keras_version)."""
+        start = AUTO_NAMES_FROM.get()
+        m = re.fullmatch(r"lambda(?:_(\d+))?", str(need.layer))
+        if start is None or m is None or len({s.path for s in cands}) != 1:
+            return None
+        script = sorted((s for s in self.index.sites if s.path == cands[0].path and s.kind == "Lambda"),
+                        key=lambda s: s.order)
+        if any(s.owner is not None or s.in_loop for s in script):
+            return None
+        at = int(m.group(1) or 0) - start
+        if not 0 <= at < len(script) or script[at] not in cands:
+            return None
+        self.how[need.layer] = (f"its automatic name: the {_nth(at + 1)} Lambda {cands[0].path.name} creates at "  # type: ignore[index]
+                                f"module level ({script[at].where})")
+        return script[at]
 
     def hoist_site(self, site: Site, need: Need) -> tuple[str, dict[str, Any]] | None:
         """(function name in the generated modules, extra arguments binding its closure)."""

@@ -21,6 +21,7 @@ class Resolution:
     classes: dict[str, str] = field(default_factory=dict)  # config class name -> object name
     functions: dict[str, str] = field(default_factory=dict)  # stored function name -> object name
     build_fn: str | None = None
+    random: bool = False  # the Keras 3 module draws random numbers (source/seed_generators.py)
     findings: list[Finding] = field(default_factory=list)
     objects: list[dict[str, Any]] = field(default_factory=list)  # for the report
 

@@ -10,6 +10,7 @@ from k2to3.core.findings import Finding
 MODEL_CLASSES = frozenset({"Functional", "Model", "Sequential"})
 INNER_LAYER_KEYS = ("layer", "backward_layer", "cell")
 RNN_CLASSES = frozenset({"LSTM", "GRU", "SimpleRNN", "RNN", "ConvLSTM1D", "ConvLSTM2D", "ConvLSTM3D"})
+RANDOM_LAMBDA = "K2to3RandomLambda"  # a rebuilt Lambda whose function draws random numbers (source/seed_generators.py)
 OP_LAYER_CLASSES = frozenset({"TFOpLambda", "SlicingOpLambda", "TensorFlowOpLayer"})
 SHAPE_KEYS = ("batch_input_shape", "input_shape", "batch_size")
 PORTABLE_PACKAGE = "k2to3"

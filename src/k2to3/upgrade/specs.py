@@ -9,7 +9,7 @@ from k2to3.core import optable as ops_mod
 from k2to3.core import rules as rules_mod
 from k2to3.upgrade import tfoplayer, values
 from k2to3.upgrade.layers import layer_config
-from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, SHAPE_KEYS
+from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, RANDOM_LAMBDA, SHAPE_KEYS
 from k2to3.upgrade.refs import op_node_kwargs
 
 if TYPE_CHECKING:
@@ -94,6 +94,9 @@ def lambda_spec(up: UpgradeState, spec: dict[str, Any], raw_cfg: dict[str, Any])
                           "dtype": values.dtype(up, raw_cfg.get("dtype", "float32"), orig),
                           "function": up.source.function_config(lam["function"]),
                           "arguments": lam["arguments"]}
+        if lam.get("random"):  # its function draws random numbers: a Lambda that owns their SeedGenerator
+            spec["class_name"] = RANDOM_LAMBDA
+            spec["registered_name"] = up.source.registered(RANDOM_LAMBDA)
         recorded = raw_cfg.get("output_shape")
         if raw_cfg.get("output_shape_type") == "raw" and isinstance(recorded, list) and recorded \
                 and all(isinstance(d, int) or d is None for d in recorded):

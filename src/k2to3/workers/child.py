@@ -24,6 +24,7 @@ from k2to3.workers import (
     export,
     fit,
     fitnoise,
+    fixed_random,
     golden,
     grads,
     held,
@@ -53,12 +54,16 @@ def _pin_threads(backend: str) -> None:
 
 def _job_switches(backend: str, req: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
     """Per-job backend switches the parent may set on any request: `onednn: false` runs a torch job with oneDNN
-    (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/rounds.py)."""
+    (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/rounds.py);
+    `fixed_random: true` draws a fixed pattern in place of every random draw (a model whose graph draws them)."""
+    stack = contextlib.ExitStack()
     if backend == "torch" and req.get("onednn") is False:
         import torch
 
-        return torch.backends.mkldnn.flags(enabled=False)
-    return contextlib.nullcontext()
+        stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
+    if req.get("fixed_random"):  # the model draws random numbers: a fixed pattern on every side (fixed_random.py)
+        stack.enter_context(fixed_random.fixed(backend))
+    return stack
 
 
 def _jax_compilation_cache() -> str | None:
