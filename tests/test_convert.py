@@ -130,12 +130,17 @@ def test_converted_file_loads_with_plain_keras_and_safe_mode(pool, tmp_path):
 
 
 def test_mismatch_names_first_divergent_layer(pool, tmp_path):
-    """A 'parity' claim must be able to fail: compare against inputs that differ from the golden's
-    by patching the reference tolerance to zero on a model with real cross-backend noise."""
+    """At zero tolerance a model with real cross-backend rounding is outside the strict tolerance on some backend:
+    the report names the first divergent layer, and the exit code follows the float32 noise rule (rounding the
+    float64 reruns explain: status within_float32_noise, exit 0; anything else: mismatch, exit 1)."""
     report = convert(Options(src=H5 / "fm05_rnn_time_major.h5", output=tmp_path / "m.keras", rtol=0.0, atol=0.0),
                      pool=pool)
-    bad = {b: v for b, v in report["backends"].items() if v["status"] == "mismatch"}
-    assert report["verdict"] == "mismatch" and report["exit_code"] == 1 and bad
+    bad = {b: v for b, v in report["backends"].items() if v["status"] != "parity"}
+    assert bad
+    for v in bad.values():
+        assert (v["status"] == "within_float32_noise") == ((v["noise"] or {}).get("verdict") == "within_float32_noise")
+    mismatch = any(v["status"] == "mismatch" for v in bad.values())
+    assert (report["verdict"], report["exit_code"]) == (("mismatch", 1) if mismatch else ("parity", 0))
     for v in bad.values():
         assert v["first_divergent_layer"]["layer"] in {"lstm", "gru", "simple_rnn", "bidirectional", "dense"}
         assert v["layer_errors"]

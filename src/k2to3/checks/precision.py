@@ -35,7 +35,7 @@ def collect(run: Run, done: dict[str, Done]) -> None:
     rtol = DEFAULT_RTOL if run.options.rtol is None else run.options.rtol
     atol = DEFAULT_ATOL if run.options.atol is None else run.options.atol
     backends = {b: v for b, v in report["backends"].items() if v["status"] != "skipped"}
-    ran = [b for b, v in backends.items() if v.get("status") in ("parity", "mismatch")]
+    ran = [b for b, v in backends.items() if v.get("status") in ("parity", "mismatch", "within_float32_noise")]
     ref_kind = report["reference"].get("kind")
     pr, pa = report["tolerance"]["rtol"], report["tolerance"]["atol"]
     section: dict[str, Any] = {
