@@ -127,6 +127,55 @@ def builtin_code(name: str) -> str:
 
 
 @cache
+def library_classes() -> dict[str, tuple[tuple[str, str], ...]]:
+    """rules/libraries.toml: a class name a Keras 2 layer library defines -> ((pip package, import name), ...)."""
+    import tomllib
+
+    with open(rules_dir() / "libraries.toml", "rb") as fh:
+        raw = tomllib.load(fh)
+    out: dict[str, tuple[tuple[str, str], ...]] = {}
+    for lib in raw["library"]:
+        for cls in lib["classes"]:
+            out[cls] = (*out.get(cls, ()), (lib["package"], lib["module"]))
+    return out
+
+
+def library_hint(cls: str) -> str | None:
+    """What to pass for a class a known library defines: "CRF is keras-contrib's (pass its source: --src
+    keras_contrib, ...)"; None for a class no listed library defines."""
+    libs = library_classes().get(cls)
+    if not libs:
+        return None
+    names = " or ".join(p for p, _ in libs)
+    return (f"{cls} is {names}'s: pass that library's source with --src ({', '.join(f'--src {m}' for _, m in libs)}"
+            " when it is installed, or the folder of its checkout)")
+
+
+@cache
+def keras3_layer_required() -> dict[str, frozenset[str]]:
+    """keras.layers.<Class> -> the constructor parameters it requires (rules/keras3_layer_required.txt)."""
+    out: dict[str, frozenset[str]] = {}
+    for line in (rules_dir() / "keras3_layer_required.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, params = line.split("\t")
+            out[name] = frozenset(params.split(","))
+    return out
+
+
+@cache
+def keras3_layer_params() -> dict[str, frozenset[str]]:
+    """keras.layers.<Class> -> the keywords its constructor names (rules/keras3_signatures.txt), for classes whose
+    constructor takes **kwargs only for the base Layer's."""
+    out: dict[str, frozenset[str]] = {}
+    for line in (rules_dir() / "keras3_signatures.txt").read_text().splitlines():
+        if line.startswith("keras.layers.") and line.count("\t") == 3:
+            name, pos, kw, _ = line.split("\t")
+            out[name.removeprefix("keras.layers.")] = frozenset(
+                ([] if pos == "-" else pos.split(",")) + ([] if kw == "-" else kw.split(",")))
+    return out
+
+
+@cache
 def keras3_layers() -> frozenset[str]:
     """Class names of keras.layers in the Keras 3 version the rules were reviewed against."""
     lines = (rules_dir() / "keras3_layers.txt").read_text().splitlines()

@@ -35,6 +35,24 @@ def has_fn(spec: str) -> bool:
     return bool(sep) and bool(head) and all(p.isidentifier() for p in tail.split(".")) and tail.count(".") <= 1
 
 
+def installed_package(spec: str) -> Path | None:
+    """`--src NAME` for an installed package or module (keras_self_attention): the folder or file its import would
+    load, found without importing it; None when `spec` is a path or no such package is installed."""
+    import importlib.util
+
+    if Path(spec).exists() or not all(p.isidentifier() for p in spec.split(".")) or spec.endswith((".py", "ipynb")):
+        return None
+    try:
+        found = importlib.util.find_spec(spec.split(".")[0])
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    if found.submodule_search_locations:
+        return Path(next(iter(found.submodule_search_locations)))
+    return Path(found.origin) if found.origin and found.origin.endswith(".py") else None
+
+
 def spec_path(spec: str) -> Path:
     return Path(spec.rsplit(":", 1)[0] if has_fn(spec) else spec)
 
@@ -53,16 +71,20 @@ def parse_sources(specs: tuple[str, ...]) -> tuple[list[Path], str | None]:
             files.append(Path(path))
         elif Path(spec).is_dir():
             files.extend(p for p in sorted(Path(spec).rglob("*.py")) if not SKIP_DIRS & set(p.parts))
+        elif (package := installed_package(spec)) is not None:  # --src keras_self_attention: its files, read
+            files.extend(p for p in sorted(package.rglob("*.py")) if not SKIP_DIRS & set(p.parts)) \
+                if package.is_dir() else files.append(package)
         else:
             files.append(Path(spec))
     files = list(dict.fromkeys(files))  # a file named and also under a named directory: once
     for f in files:
         if not f.is_file():
-            raise InputError(f"--src {f}: no such file", hint="pass the Python file that defines the model")
+            raise InputError(f"--src {f}: no such file (nor an installed package of that name)",
+                             hint="pass the Python file that defines the model, a folder, or an installed package")
         if f.suffix not in (".py", ".ipynb"):
             raise InputError(f"--src {f}: not a .py file or notebook",
                              hint="pass the Python source (or the .ipynb notebook) that builds the model")
-    named = [spec_path(s) for s in specs if not spec_path(s).is_dir()]
+    named = [spec_path(s) for s in specs if not spec_path(s).is_dir() and installed_package(s) is None]
     siblings = [s for s in followed_imports(named) if s not in files]
     importers = [s for f in named for s in package_importers(f) if s not in files]
     return list(dict.fromkeys(siblings + files + importers)), build_fn
@@ -158,7 +180,8 @@ def read_sources(specs: tuple[str, ...], build_args: str | None = None) -> Sourc
     args = parse_build_args(build_args)
     if args is not None and not files:
         raise InputError("--build-args applies to a build function from --src", hint="add --src FILE.py:FUNCTION")
-    index = index_sources(files, skip_bad=any(Path(s).is_dir() for s in specs)) if files else None
+    index = index_sources(files, skip_bad=any(Path(s).is_dir() or installed_package(s) for s in specs)) \
+        if files else None
     return Sources(files, build_fn, index, args)
 
 

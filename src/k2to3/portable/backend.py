@@ -21,7 +21,16 @@ def _is_tensor(x) -> bool:
 
 def int_shape(x):
     """K.int_shape: the static shape as a tuple of ints (None where unknown)."""
-    return tuple(None if d is None else int(d) for d in x.shape)
+    return tuple(_static_size(d) for d in x.shape)
+
+
+def _static_size(d):
+    if d is None:
+        return None
+    try:
+        return int(d)
+    except Exception:  # jax's symbolic batch dimension while Keras infers an output shape: unknown, as K's None
+        return None
 
 
 def count_params(x):

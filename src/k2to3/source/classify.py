@@ -271,7 +271,9 @@ def _int_index(node: ast.expr) -> bool:
 
 
 SIZES = "its result is only used as sizes: indexed by integers, or the shape of a random draw"
-RANDOM_DRAWS = frozenset({"normal", "uniform", "truncated_normal", "random_normal", "random_uniform"})
+# random ops -> (position, keyword) of their shape argument
+RANDOM_DRAWS = {**dict.fromkeys(("normal", "uniform", "truncated_normal", "random_normal", "random_uniform"),
+                                (0, "shape")), "dropout": (2, "noise_shape")}
 
 
 def _named(call: ast.expr, names: frozenset[str]) -> bool:
@@ -306,9 +308,12 @@ def indexed_calls(tree: ast.AST, code: str | None = None) -> set[tuple[int, int]
     for node in (n for root in roots for n in ast.walk(root)):
         if isinstance(node, ast.Subscript) and _named(node.value, names) and _int_index(node.slice):
             out.add((node.value.lineno, node.value.col_offset))
-        elif isinstance(node, ast.Call) and _named(node, RANDOM_DRAWS):
-            # the shape a random op draws (tf.random.normal(tf.shape(x))): keras.random takes a tuple of sizes
-            shape = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "shape"), None)
+        elif isinstance(node, ast.Call) and _named(node, frozenset(RANDOM_DRAWS)):
+            # the shape a random op draws (tf.random.normal(tf.shape(x)), K.dropout(h, r, K.shape(h))): keras.random
+            # takes a tuple of sizes
+            at, keyword = RANDOM_DRAWS[node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id]
+            shape = node.args[at] if len(node.args) > at else \
+                next((k.value for k in node.keywords if k.arg == keyword), None)
             if shape is not None and _named(shape, names):
                 out.add((shape.lineno, shape.col_offset))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \

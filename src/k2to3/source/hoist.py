@@ -24,7 +24,8 @@ from k2to3.source import generated_module
 from k2to3.source.imports import missing_package
 from k2to3.source.resolution import Resolution
 from k2to3.source.source_index import Definition, Site, SourceIndex, label
-from k2to3.upgrade.needs import Need, auto_named, collect_needs, walk_layers
+from k2to3.upgrade.keras1.translate import is_keras1
+from k2to3.upgrade.needs import FOREIGN, Need, auto_named, collect_needs, foreign_needs, walk_layers
 from k2to3.upgrade.plan import MODEL_CLASSES
 
 MIN_CLASS_MATCH = 0.9  # a builder chosen by its layer calls alone must reproduce the model's layer classes
@@ -468,9 +469,12 @@ def resolve_sources(index: SourceIndex, model_config: dict[str, Any] | None,
                                     None, "pass --src FILE.py:FUNCTION naming the function that builds the model"))
         return res
     needs = collect_needs(model_config, training_config)
+    if not is_keras1(model_config):
+        needs += foreign_needs(model_config)
     if required_layers is not None:
-        for need in needs:
-            need.optional = need.optional or need.layer not in required_layers
+        for need in needs:  # a class named like a Keras layer is needed when the file alone stops on it
+            need.optional = need.layer not in required_layers if need.key == FOREIGN else \
+                need.optional or need.layer not in required_layers
     classes = [str(lay.get("class_name")) for lay in walk_layers(model_config or {})]
     return Resolver(index, module).resolve(needs, build_fn, layer_names - {None}, weights_only=model_config is None,
                                            layer_classes=classes)

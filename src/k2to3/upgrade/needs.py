@@ -65,6 +65,38 @@ def _rule_classes() -> frozenset[str]:
     return frozenset(c for r in rules_mod.layer_rules() if r.action == "rename_class" for c in r.classes)
 
 
+BASE_KEYS = frozenset({"name", "trainable", "dtype", "batch_input_shape", "input_shape", "batch_size", "input_dim",
+                       "input_length", "activity_regularizer", "autocast", "dynamic", "input_dtype"})
+
+
+FOREIGN = "foreign"  # Need.key of a class named like a Keras 3 layer but configured like another class
+
+
+def foreign_keys(cls: str, config: Any) -> list[str]:
+    """A layer config named like a Keras 3 layer but without what that layer requires, and with keys neither its
+    constructor nor a k2to3 rule knows (keras-multi-head's MultiHeadAttention saves head_num, not num_heads and
+    key_dim): someone's own class of that name; returns those keys ([] for Keras's own, Keras 2 legacy keys and
+    all). A Keras 1 config is translated before this is asked."""
+    params = rules_mod.keras3_layer_params().get(cls)
+    required = rules_mod.keras3_layer_required().get(cls, frozenset())
+    if params is None or not isinstance(config, dict) or not required or required <= set(config):
+        return []
+    ruled = {k for r in rules_mod.layer_rules() if cls in r.classes and r.action in ("drop_keys", "keep_keys")
+             for k in (r.keys or ())}
+    if any(cls in r.classes and r.action == "keep_keys" for r in rules_mod.layer_rules()):
+        return []
+    return sorted(k for k in config if k not in params and k not in BASE_KEYS and k not in ruled)
+
+
+def foreign_needs(model_config: dict[str, Any] | None) -> list[Need]:
+    """A class for each layer named like a Keras 3 layer but configured like another class (foreign_keys): taken
+    from the sources when they define one of that name. For a Keras 2 config (a Keras 1 one is translated first)."""
+    return [Need("class", layer.get("config", {}).get("name") or layer.get("name"), class_name=str(cls),
+                 optional=True, key=FOREIGN)
+            for layer in walk_layers(model_config or {})
+            if isinstance(cls := layer.get("class_name"), str) and foreign_keys(cls, layer.get("config"))]
+
+
 def collect_needs(model_config: dict[str, Any] | None, training_config: dict[str, Any] | None) -> list[Need]:
     needs: list[Need] = []
     known, by_rule = _known_classes(), _rule_classes()

@@ -9,6 +9,7 @@ from k2to3.core import optable as ops_mod
 from k2to3.core import rules as rules_mod
 from k2to3.upgrade import tfoplayer, values
 from k2to3.upgrade.layers import layer_config
+from k2to3.upgrade.needs import foreign_keys
 from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, RANDOM_LAMBDA, SHAPE_KEYS
 from k2to3.upgrade.refs import op_node_kwargs
 
@@ -64,8 +65,14 @@ def layer_spec(up: UpgradeState, layer: dict[str, Any]) -> dict[str, Any]:
         up.note(stop.code, "error", f"{cls}: no Keras 3 equivalent ({stop.title})", orig, stop.fix)
     elif registered is None and cls not in rules_mod.keras3_layers() and not stopped(up, orig):
         up.note(up.code("unknown_class"), "error", f"unknown layer class '{cls}' (not a Keras 3 layer, "
-                "no k2to3 rule)", orig, "pass the source that defines it with --src model.py, or port it "
-                "and register it with keras.saving.register_keras_serializable")
+                "no k2to3 rule)", orig, rules_mod.library_hint(cls) or "pass the source that defines it with --src "
+                "model.py, or port it and register it with keras.saving.register_keras_serializable")
+    elif registered is None and foreign_keys(cls, raw_cfg) and not stopped(up, orig):
+        # named like a Keras 3 layer, saved with keys that layer does not take: another library's class of that name
+        keys = ", ".join(foreign_keys(cls, raw_cfg))
+        up.note(up.code("unknown_class"), "error", f"layer class '{cls}' is saved with {keys}, which Keras 3's "
+                f"{cls} does not take: another library's class of that name", orig,
+                rules_mod.library_hint(cls) or "pass the source that defines it with --src")
     cfg["name"] = name
     for k in SHAPE_KEYS:
         if k in cfg:

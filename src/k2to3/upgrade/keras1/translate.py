@@ -68,6 +68,10 @@ def is_keras1(model_config: Any) -> bool:
             else set(cfg) if isinstance(cfg, dict) else set()  # Keras 2's Embedding still has output_dim
         if layer["class_name"] == "BatchNormalization" and "mode" in keys:  # Keras 2 removed `mode`
             return True
+        if layer["class_name"] not in rules_mod.keras3_layers() and layer["class_name"] not in WRAPPERS:
+            # a library's or the user's own class names its keys itself (keras-pos-embd's PositionEmbedding has
+            # output_dim): they say nothing about the Keras that saved it
+            keys = set()
         if keys & KERAS1_KEYS or (isinstance(cfg, dict) and is_keras1(layer)):
             return True
         if layer["class_name"] in WRAPPERS and isinstance(cfg, dict) and isinstance(cfg.get("layer"), dict) \
