@@ -46,6 +46,12 @@ def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Cal
     except WorkerError as exc:
         raise NotPortable(f"{inp.path}: tf_keras could not load the {fmt}: {exc.message}",
                           hint="load it in Keras 2 and model.save('model.h5'), then convert the .h5") from None
-    return bridged(inp, out, {"format": fmt, "keras_version": version, "bridged": f"loaded by tf_keras "
-                              f"{reply['keras_version']} (compile={reply['compiled']}) and re-saved as HDF5"},
+    how = f"loaded by tf_keras {reply['keras_version']} (compile={reply['compiled']})" \
+        if reply.get("how", "loaded") == "loaded" else (
+            f"rebuilt by tf_keras {reply['keras_version']} from config.json, its weights read as data (tf_keras's "
+            "loader refused the archive; layers matched to the weights' groups by name, or by class and creation "
+            "order for a tf.keras 2.13/2.14 archive: formats/keras_archive.py)")
+    if reply.get("how") == "read as data":
+        progress("tf_keras's loader refused the archive: rebuilt from config.json, its weights read as data")
+    return bridged(inp, out, {"format": fmt, "keras_version": version, "bridged": f"{how} and re-saved as HDF5"},
                    weights_only_ok=sources.build_fn is not None)

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -167,11 +168,49 @@ def op_bridge(req: dict[str, Any]) -> dict[str, Any]:
     objects = tf_keras_objects()
     if req.get("k2_module"):
         objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
-    compiled = True
+    compiled, how = True, "loaded"
     try:
         model = tf_keras.models.load_model(req["src"], custom_objects=objects, safe_mode=True)
     except Exception:  # the compile state is optional (custom losses may be missing): load without it
         compiled = False
-        model = tf_keras.models.load_model(req["src"], compile=False, custom_objects=objects, safe_mode=True)
+        try:
+            model = tf_keras.models.load_model(req["src"], compile=False, custom_objects=objects, safe_mode=True)
+        except Exception as exc:
+            if not zipfile.is_zipfile(req["src"]):
+                raise
+            model, how = archive_as_data(tf_keras, req["src"], objects, exc), "read as data"
     model.save(req["out"], save_format="h5")
-    return {"keras_version": tf_keras.__version__, "compiled": compiled}
+    return {"keras_version": tf_keras.__version__, "compiled": compiled, "how": how}
+
+
+def archive_as_data(tf_keras: Any, src: str, objects: dict[str, Any], why: Exception) -> Any:
+    """A `.keras` archive tf_keras's own loader refuses (tf.keras 2.13/2.14 keyed a functional model's weights by the
+    layers' creation names): the model from config.json (checked as data by the parent: no Lambda), each layer's
+    variables from model.weights.h5 by formats/keras_archive.py's matching, shapes checked before any is set."""
+    import io
+
+    import h5py
+
+    from k2to3.formats.keras_archive import CHECKPOINT_GROUP, layer_keys
+
+    with zipfile.ZipFile(src) as z:
+        if "model.weights.h5" not in z.namelist():
+            raise why
+        config = json.loads(z.read("config.json"))
+        data = z.read("model.weights.h5")
+    model = tf_keras.models.model_from_config(config, custom_objects=objects)
+    with h5py.File(io.BytesIO(data), "r") as f:
+        group = f["layers"] if "layers" in f else f[CHECKPOINT_GROUP] if CHECKPOINT_GROUP in f else None
+        if group is None:
+            raise why
+        keys = layer_keys(list(group), [(lay.name, type(lay).__name__) for lay in model.layers])
+        for lay in model.layers:
+            stored = group[keys[lay.name]]
+            values = [np.asarray(stored["vars"][str(i)]) for i in range(len(stored["vars"]))] \
+                if "vars" in stored else []
+            if [v.shape for v in values] != [tuple(w.shape) for w in lay.weights] or set(stored) - {"vars"}:
+                raise K2to3Error(f"layer '{lay.name}': the archive holds {[v.shape for v in values]} under "
+                                 f"{keys[lay.name]!r}, the layer has {[tuple(w.shape) for w in lay.weights]}")
+            if values:
+                lay.set_weights(values)
+    return model
