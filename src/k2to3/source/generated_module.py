@@ -18,7 +18,7 @@ import libcst as cst
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
 from k2to3.errors import STAND_IN_MARK
-from k2to3.source.build_shapes import with_build_shapes
+from k2to3.source.class_adapters import with_build_shapes, with_model_configs
 from k2to3.source.classify import MODEL_CODE
 from k2to3.source.fix import fix_source
 from k2to3.source.imports import flat_layer_paths, missing_package, stand_in
@@ -85,7 +85,7 @@ def write(r: Any, defs: list[Definition]) -> None:
     try:
         k3, _ = fix_source(k3, f"{r.res.module}.py")
         k3 = cst.parse_module(k3).visit(IntShapes()).code
-        k3 = with_build_shapes(_seeded(r, k3))
+        k3 = with_model_configs(with_build_shapes(_seeded(r, k3)))
         findings, _ = lint_source(k3, f"{r.res.module}.py", prefilter=False)
     finally:
         MODEL_CODE.reset(token)
