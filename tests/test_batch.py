@@ -170,3 +170,18 @@ def test_store_deployment_options_are_checked_before_the_scan(tmp_path):
     r = k2to3("convert", str(store), "-o", str(tmp_path / "out"), "--export", "torch", "--backends", "jax")
     assert r.returncode == 2 and "--export torch exports on the torch backend" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_store_table_paths_are_relative_and_reasons_one_line():
+    """The console table's output column is relative to -o, a reason is its first line, and a store that is one
+    SavedModel directory writes saved_model.keras, not '..keras'."""
+    from k2to3.interfaces.cli_store import _first_line, _relative
+    from k2to3.stores.batch import _target
+
+    assert _relative("/out/dir/sub/model.keras", "/out/dir") == "sub/model.keras"
+    assert _relative("/out/dir/model.keras", "/out/dir/") == "model.keras"
+    assert _relative("s3://bucket/out/m.keras", "s3://bucket/out") == "m.keras"
+    assert _first_line("error: one\nTraceback (most recent call last):") == "error: one"
+    assert _target(".", set()) == "saved_model.keras" and _target("sm", set()) == "sm.keras"
+    taken: set[str] = set()
+    assert (_target("m.h5", taken), _target("m.hdf5", taken)) == ("m.keras", "m.hdf5.keras")

@@ -26,6 +26,21 @@ class RateColumn(ProgressColumn):
         return Text(f"{rate:.2f} artifacts/s")
 
 
+def _first_line(reason: str | None) -> str:
+    return (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
+
+
+def _relative(output: str | None, out_root: str) -> str:
+    """An output location as the table shows it: relative to the output directory (a URL stays whole)."""
+    import posixpath
+
+    if not output:
+        return ""
+    root = out_root.rstrip("/") + "/"
+    return output[len(root):] if output.startswith(root) else posixpath.relpath(output, out_root) \
+        if "://" not in output and "://" not in out_root else output
+
+
 def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
     """The audit report's three forms (auditreport renders them) as OUT/store-report.{md,html,json}."""
     import json
@@ -92,15 +107,16 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
         except K2to3Error as exc:
             _fail(exc)
     table = Table(title=f"{len(items)} artifacts → {out_root} ({rep['cached']} already done)")
-    for col in ("artifact", "predicted", "result", "max abs", "attempts", "output / reason"):
+    for col in ("artifact", "predicted", "result", "max abs", "attempts"):
         table.add_column(col)
+    table.add_column("output / reason", overflow="fold")  # wrapped whole, never cut
     for a in rep["artifacts"]:
         v = a["verify"]
         color = {"parity": "green", "tf_only": "yellow", "not_portable": "yellow"}.get(v["verdict"], "red")
         mabs = v.get("max_abs")
         table.add_row(a["rel"], a["verdict"], f"[{color}]{v['verdict']}[/]" + (" (cached)" if v.get("cached") else ""),
                       "" if mabs is None else f"{mabs:.3g}", str(v.get("attempts", "")),
-                      v.get("reason") or v.get("output") or "")
+                      _first_line(v.get("reason")) or _relative(v.get("output"), out_root))
     out.print(table)
     written = write_store_report(rep, out_root)
     out.print(f"reports: {'  '.join(written)}", highlight=False)

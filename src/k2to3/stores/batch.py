@@ -84,7 +84,10 @@ def check_locations(inputs: list[str], out_root: str) -> None:
 
 
 def _target(rel: str, taken: set[str]) -> str:
-    """model.h5 -> model.keras; a SavedModel dir -> dir.keras; a clash (m.h5 and m.hdf5) keeps the suffix."""
+    """model.h5 -> model.keras; a SavedModel dir -> dir.keras (the store itself: saved_model.keras); a clash (m.h5
+    and m.hdf5) keeps the suffix."""
+    if rel.strip("/") in ("", "."):
+        rel = "saved_model"
     stem, ext = posixpath.splitext(rel)
     name = (stem if ext else rel) + ".keras"
     if name in taken:
