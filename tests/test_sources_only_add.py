@@ -195,3 +195,23 @@ def test_application_data_beside_the_weights_is_not_read(tmp_path):
         group.create_dataset("labels", data=np.array(["x"], dtype=object), dtype=h5py.string_dtype())
     with pytest.raises(InputError, match="non-numeric dtype"):
         read_artifact(tmp_path / "extra.h5")
+
+
+def test_numpy_data_constants_and_numpy_sizes(tmp_path):
+    """Code as the zoo's repositories write it: a module-level numpy array of literals (car-racing-imitation-cnn's
+    actions_dict) is data, hoisted as written; a Keras 2 size computed with numpy (`Dense(np.prod(shape))`,
+    mnist-conv-autoencoder-pkl) goes through int() in the generated module, as Keras 2's Dense did itself."""
+    import libcst as cst
+
+    from k2to3.pipeline.sources import read_sources
+    from k2to3.source.generated_module import IntShapes
+
+    script = _write(tmp_path / "utils.py", "import numpy as np\n\nACTIONS = np.array([[0.0, 1.0], [1.0, 0.0]], "
+                    "dtype=np.float64)\nNOT_DATA = np.load('a.npy')\n")
+    index = read_sources((str(script),)).index
+    assert index.defs["ACTIONS"].kind == "constant" and "np" in index.defs["ACTIONS"].deps
+    assert "NOT_DATA" not in index.defs and "NOT_DATA" in index.dynamic
+    code = "d = Dense(np.prod(shape), name='x')\ne = keras.layers.Dense(units=n)\nf = Dense(4)\ng = Conv2D(n, 3)\n"
+    out = cst.parse_module(code).visit(IntShapes()).code
+    assert "Dense(int(np.prod(shape)), name='x')" in out and "Dense(units=int(n))" in out
+    assert "Dense(4)" in out and "Conv2D(n, 3)" in out

@@ -35,6 +35,28 @@ def _static(node: ast.expr, known: set[str]) -> bool:
     return all(isinstance(n, _STATIC) and (not isinstance(n, ast.Name) or n.id in known) for n in ast.walk(node))
 
 
+NUMPY_CONSTRUCTORS = frozenset({"array", "asarray", "zeros", "ones", "full", "arange", "linspace", "eye", "identity",
+                                "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"})
+
+
+def _numpy_root(node: ast.expr, defs: dict[str, Definition]) -> bool:
+    """`np.float64`, `numpy.pi`: an attribute of an imported numpy."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    d = defs.get(node.id) if isinstance(node, ast.Name) else None
+    return d is not None and d.kind == "import" and bool(re.match(r"import numpy\b|from numpy\b", d.code))
+
+
+def _numpy_of_literals(node: ast.expr, known: set[str], defs: dict[str, Definition]) -> bool:
+    """A numpy constructor (np.array, np.zeros, ...) called on literals and numpy attributes only: data."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in NUMPY_CONSTRUCTORS and _numpy_root(node.func, defs)):
+        return False
+    values = [*node.args, *(k.value for k in node.keywords)]
+    return not any(isinstance(v, ast.Starred) for v in values) and all(
+        _static(v, known) or (isinstance(v, ast.Attribute) and _numpy_root(v, defs)) for v in values)
+
+
 def _literal_entries(node: ast.expr, known: set[str]) -> tuple[list[tuple[ast.expr, ast.expr]], list[str]] | None:
     """A dict display with literal keys, some of whose values are not static: (the static items, the keys of the
     others); None for anything else."""
@@ -235,6 +257,10 @@ class _Indexer:
                 self.add(Definition(name, "import", self.path, stmt.lineno, code + "\n"))
             elif _static(value, set(self.consts)):
                 self.consts[name] = _eval_const(value, self.consts)
+                deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+                self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
+            elif _numpy_of_literals(value, set(self.consts), self.index.defs):
+                # `actions = np.array([[0.0, 1.0], ...], dtype=np.float64)`: data, hoisted as written
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
             elif (literal := _literal_entries(value, set(self.consts))) is not None:

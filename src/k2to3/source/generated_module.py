@@ -158,15 +158,24 @@ def _checked(r: Any, k3: str, findings: list[Finding]) -> str:
     return k3
 
 
+# Keras 2 layers that converted their size with int() (Dense: `self.units = int(units)`), so a numpy integer
+# (`Dense(np.prod(shape))`) or a float worked; Keras 3 requires a Python int. -> the argument holding it.
+INT_SIZES = {"Dense": "units", "LSTM": "units", "GRU": "units", "SimpleRNN": "units", "LSTMCell": "units",
+             "GRUCell": "units", "SimpleRNNCell": "units", "RepeatVector": "n", "Embedding": "input_dim"}
+
+
 class IntShapes(cst.CSTTransformer):
     """Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
     convert '2' to a shape". In a generated module the value is only known when the build runs, so a shape given
-    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise."""
+    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise. A size Keras 2
+    passed through int() (INT_SIZES) is passed through int() when it is not a literal, as Keras 2 did."""
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         func = updated.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
             else ""
+        if name in INT_SIZES:
+            return _int_size(updated, INT_SIZES[name])
         if name != "Input":
             return updated
         args = list(updated.args)
@@ -178,6 +187,17 @@ class IntShapes(cst.CSTTransformer):
                         f"(({code},) if isinstance({code}, int) else {code})"))
                 break
         return updated.with_changes(args=args)
+
+
+def _int_size(call: cst.Call, keyword: str) -> cst.Call:
+    args = list(call.args)
+    for i, a in enumerate(args):
+        if (a.keyword is not None and a.keyword.value == keyword) or (i == 0 and a.keyword is None):
+            if not isinstance(a.value, (cst.Integer, cst.SimpleString)) and not (
+                    isinstance(a.value, cst.Name) and a.value.value == "None"):
+                args[i] = a.with_changes(value=cst.Call(func=cst.Name("int"), args=[cst.Arg(value=a.value)]))
+            break
+    return call.with_changes(args=args)
 
 
 def _with_stand_ins(code: str, tree: ast.Module, unusable: dict[str, str]) -> str:
