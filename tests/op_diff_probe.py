@@ -25,6 +25,9 @@ from k2to3.core import optable as table  # noqa: E402
 
 
 def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0, unit=False):
+    if dtype == "complex64":  # real and imaginary parts as a float32 input's
+        return (_arr(rng, shape, "float32", positive, high, scale) + 1j * _arr(rng, shape, "float32", positive, high,
+                                                                              scale)).astype("complex64")
     if unit and not dtype.startswith("int") and dtype != "bool":  # probabilities in (0.05, 0.95)
         return (0.05 + 0.9 / (1.0 + np.exp(-rng.standard_normal(shape) * 2.0))).astype("float32")
     if dtype == "bool":
@@ -33,6 +36,20 @@ def _arr(rng, shape, dtype="float32", positive=False, high=2, scale=1.0, unit=Fa
         return rng.integers(0, high, size=shape).astype(dtype)
     a = rng.standard_normal(shape).astype("float32") * 2.0
     return ((np.abs(a) + 0.5) if positive else a) * np.float32(scale)
+
+
+# Functions a case passes as arguments (tf.cond's branches, tf.while_loop's cond and body, tf.vectorized_map's fn):
+# name -> (the TensorFlow form the reference gets, the keras.ops form the translation gets). Case fields: fn = a
+# function as the first argument, fns = {kw: function}.
+FUNCTIONS = {
+    "twos": (lambda: tf.fill([2, 3], 2.0), lambda: keras.ops.full((2, 3), 2.0)),
+    "minus_ones": (lambda: -tf.ones([2, 3]), lambda: -keras.ops.ones((2, 3))),
+    "below_100": (lambda v: tf.reduce_sum(tf.abs(v)) < 100.0, lambda v: keras.ops.sum(keras.ops.abs(v)) < 100.0),
+    "doubled_list": (lambda v: [v * 2.0], lambda v: [v * 2.0]),
+    "pair_below_10": (lambda i, v: i < 10, lambda i, v: i < 10),
+    "pair_step": (lambda i, v: (i + 1, v * 1.5 + 1.0), lambda i, v: (i + 1, v * 1.5 + 1.0)),
+    "scaled_by_sum": (lambda r: r * tf.reduce_sum(r), lambda r: r * keras.ops.sum(r)),
+}
 
 
 def _resolve(mod, dotted):
@@ -53,13 +70,17 @@ def _inputs(case, seed):
     Python literal first argument, unit = float inputs in (0.05, 0.95), operands = [shapes] float tensors passed
     positionally after `args` (tf.einsum's *inputs), tuples = list arguments passed as tuples, kwargs = static
     keyword arguments, args = static positional arguments after the first (named through `params` by
-    positional_to_keywords, as the source rewriter does)."""
+    positional_to_keywords, as the source rewriter does), sorted = x sorted along its last axis, triangular = x upper
+    triangular, dtype "complex64" = random real and imaginary parts, fn = a named function (FUNCTIONS) as the first
+    argument, fns = {kw: function name}, tensor_lists = {kw: [shapes]} lists of float tensors."""
     rng = np.random.default_rng(seed)
     positive = case.get("positive", False)
     dtype = case.get("dtype", "float32")
     high, scale, unit = case.get("high", 2), case.get("scale", 1.0), case.get("unit", False)
-    static = "value" in case  # a static first argument (a shape, a range start, K.constant's literal)
-    if static:
+    static = "value" in case or "fn" in case  # a static first argument (a shape, a range start, K.constant's literal)
+    if "fn" in case:  # a function (tf.while_loop's cond): its TF or keras.ops form, FUNCTIONS[name]
+        first = case["fn"]
+    elif static:
         first = case["value"]
     elif "xs" in case:
         first = [_arr(rng, s, dtype, positive, high, scale, unit) for s in case["xs"]]
@@ -69,11 +90,17 @@ def _inputs(case, seed):
             first = first + np.float32(case["plus_eye"]) * np.eye(first.shape[-1], dtype="float32")
         if case.get("spd"):  # symmetric positive definite (cholesky)
             first = first @ np.swapaxes(first, -1, -2) + np.eye(first.shape[-1], dtype="float32")
+        if case.get("sorted"):  # sorted along the last axis (tf.searchsorted's sorted_sequence)
+            first = np.sort(first, axis=-1)
+        if case.get("triangular"):  # upper triangular (tf.linalg.eig: its eigenvalues in diagonal order)
+            first = np.triu(first)
     tensors = {k: _arr(rng, s, "float32", positive, high, scale, unit) for k, s in case.get("tensors", {}).items()}
     tensors.update({k: _arr(rng, s, "int32", high=high) for k, s in case.get("ints", {}).items()})
     tensors.update({k: _arr(rng, s, "bool") for k, s in case.get("bools", {}).items()})
     tensors.update({k: np.sort(_arr(rng, s, "int32", high=high)) for k, s in case.get("sorted_ids", {}).items()})
     tensors.update({k: np.asarray(v, dtype="int32") for k, v in case.get("consts", {}).items()})
+    lists = {k: [_arr(rng, s, "float32", positive, high, scale, unit) for s in shapes]
+             for k, shapes in case.get("tensor_lists", {}).items()}
     args = list(case.get("args", []))
     operands = [_arr(rng, s, "float32", positive, high, scale, unit) for s in case.get("operands", [])]
     kwargs = dict(case.get("kwargs", {}))
@@ -81,7 +108,22 @@ def _inputs(case, seed):
         args = [tuple(a) if isinstance(a, list) else a for a in args]
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()}
     return {"first": first, "static": static, "as_list": isinstance(first, list) and not static, "args": args,
-            "kwargs": kwargs, "tensors": tensors, "operands": operands}
+            "kwargs": kwargs, "tensors": tensors, "operands": operands, "lists": lists, "fn": "fn" in case,
+            "fns": dict(case.get("fns", {}))}
+
+
+def _side(inp, side, cast, convert):
+    """The case's first argument and keyword arguments for one side (0: TensorFlow, 1: keras.ops): arrays through
+    `cast` and `convert`, named functions as that side's form."""
+    first = inp["first"]
+    if inp["fn"]:
+        first = FUNCTIONS[first][side]
+    elif not inp["static"]:
+        first = [convert(cast(a)) for a in first] if inp["as_list"] else convert(cast(first))
+    kwargs = {**inp["kwargs"], **{k: convert(cast(v)) for k, v in inp["tensors"].items()},
+              **{k: [convert(cast(a)) for a in v] for k, v in inp["lists"].items()},
+              **{k: FUNCTIONS[f][side] for k, f in inp["fns"].items()}}
+    return first, kwargs
 
 
 def _float64(a):
@@ -100,10 +142,7 @@ def call_reference(entry, inp, cast=None):
     """The reference on the case's inputs, each float array passed through `cast` first (float64: the float64
     reference; absolute values: the magnitude a summing op sums)."""
     cast = cast or (lambda a: a)
-    first = inp["first"]
-    tf_first = first if inp["static"] else [tf.constant(cast(a)) for a in first] if inp["as_list"] else \
-        tf.constant(cast(first))
-    tf_kwargs = {**inp["kwargs"], **{k: tf.constant(cast(v)) for k, v in inp["tensors"].items()}}
+    tf_first, tf_kwargs = _side(inp, 0, cast, tf.constant)
     return reference(entry)(tf_first, *inp["args"], *(tf.constant(cast(o)) for o in inp["operands"]), **tf_kwargs)
 
 
@@ -126,11 +165,9 @@ def run_case(entry, case, seed, graph=False):
     from the case (op_tolerance.py). Returns a result dict: ok, max_abs, tol and ratio (of the worst output: max
     |error| / derived tolerance), floor (the reference's float32 rounding, max |ref - ref64|), note."""
     inp = _inputs(case, seed)
-    first, tensors = inp["first"], inp["tensors"]
+    first = inp["first"]
     ref = call_reference(entry, inp)
-    k_first = first if inp["static"] else [keras.ops.convert_to_tensor(a) for a in first] if inp["as_list"] else \
-        keras.ops.convert_to_tensor(first)
-    k_kwargs = {**inp["kwargs"], **{k: keras.ops.convert_to_tensor(v) for k, v in tensors.items()}}
+    k_first, k_kwargs = _side(inp, 1, lambda a: a, keras.ops.convert_to_tensor)
     k_first, k_kwargs = table.positional_to_keywords(
         entry, [k_first, *inp["args"], *map(keras.ops.convert_to_tensor, inp["operands"])], k_kwargs)
     name, call_kwargs = table.call_target(entry, table.translate(entry, k_first, k_kwargs))
@@ -160,6 +197,9 @@ def run_case(entry, case, seed, graph=False):
         summed = _derived(entry, inp, _abs64, len(refs))
         if summed[0] is None:
             summed = _derived(entry, inp, _abs32, len(refs))
+    if case.get("phase_free") or case.get("parts"):
+        refs, gots, refs64, summed = ([_comparable(case, i, o) for i, o in enumerate(outs)]
+                                      for outs in (refs, gots, refs64, summed))
     worst = _result(True, 0.0)
     for r, g, r64, s in zip(refs, gots, refs64, summed):
         if r.shape != g.shape:
@@ -175,6 +215,21 @@ def run_case(entry, case, seed, graph=False):
         elif not np.array_equal(g.astype(r.dtype), r):
             return _result(False, float("inf"), "values differ")
     return worst
+
+
+def _comparable(case, i, out):
+    """Output i as the case compares it: phase_free = [output indices] whose columns (eigenvectors, v[..., :, j])
+    are defined up to a sign or a complex phase, each divided by the phase of its largest element; parts = true
+    compares a complex output as its real and imaginary parts (float32 tolerance instead of exact equality)."""
+    if out is None:
+        return None
+    out = np.asarray(out)
+    if i in case.get("phase_free", []):
+        peak = np.take_along_axis(out, np.abs(out).argmax(axis=-2)[..., None, :], axis=-2)
+        out = out * (np.conj(peak) / np.abs(peak))
+    if case.get("parts") and out.dtype.kind == "c":
+        out = np.stack([out.real, out.imag], axis=-1)
+    return out
 
 
 def _same_distribution(kind, ref, got, x):

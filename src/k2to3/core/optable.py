@@ -329,7 +329,74 @@ def _float_uniform(kw: dict[str, Any]) -> None:
         kw.pop("maxval")  # TF's None is 1 for floats, keras's default
 
 
-TRANSFORMS = {"float_uniform": _float_uniform,
+def _qr_mode(kw: dict[str, Any]) -> None:  # tf.linalg.qr's full_matrices flag -> keras.ops.qr's mode
+    if not isinstance(kw.get("mode", False), bool):
+        raise Untranslatable(f"qr full_matrices={kw['mode']!r} is not a literal True/False")
+    kw["mode"] = "complete" if kw.get("mode") else "reduced"
+
+
+_TF_FORMATS = ("NWC", "NHWC", "NDHWC", "CHANNELS_LAST", "NCW", "NCHW", "NCDHW", "CHANNELS_FIRST")  # 4 last, 4 first
+
+
+def _tf_window(kw: dict[str, Any], key: str, last: bool, n: int | None, full: bool) -> None:
+    """TF's ksize/strides/dilations/rates: an int, or 1, N or N + 2 entries (ones on the batch and channel axes; N + 2
+    when the rank says so or, unknown, a list of 3 or more with ones at both ends; `full`: always) -> keras's."""
+    if (v := kw.get(key)) is None or v == []:  # TF's default (ones; tf.conv's []), keras's too
+        kw.pop(key, None)
+    elif not isinstance(v, int) or isinstance(v, bool) or full:
+        if not isinstance(v, (list, tuple)) or not all(isinstance(i, int) and not isinstance(i, bool) for i in v):
+            raise Untranslatable(f"{key}={v!r} is not a literal int or list of ints")
+        if full or (len(v) == n + 2 if n is not None else len(v) >= 3 and v[0] == v[-1 if last else 1] == 1):
+            if ([v[0], v[-1]] if last else list(v[:2])) != [1, 1]:
+                raise Untranslatable(f"{key}={v!r}: a window over the batch or channel axis has no keras.ops form")
+            v = v[1:-1] if last else v[2:]
+        elif n is not None and len(v) not in (1, n):
+            raise Untranslatable(f"{key}={v!r} for {n} spatial axes")
+        kw[key] = v[0] if len(v) == 1 and not full else tuple(v)
+
+
+def _tf_spatial(kw: dict[str, Any], keys: tuple[str, ...], first: str = "inputs", full: bool = False) -> int | None:
+    """A TF windowed op's data_format (NHWC, NCW, CHANNELS_LAST, None), per-axis `keys` and padding -> keras.ops'; N."""
+    given = kw.get("data_format")
+    if given is not None and (not isinstance(given, str) or given.upper() not in _TF_FORMATS):
+        raise Untranslatable(f"data_format {given!r}")
+    kw["data_format"] = "channels_first" if given and _TF_FORMATS.index(given.upper()) > 3 else "channels_last"
+    rank = len(getattr(kw.get(first), "shape", ()))  # 0: not a tensor (source code: an expression)
+    n = len(given) - 2 if given and given.upper().startswith("N") else rank - 2 if rank else None
+    for key in keys:
+        _tf_window(kw, key, kw["data_format"] == "channels_last", n, full)
+    if not isinstance(kw.get("padding"), str) or kw["padding"].upper() not in ("SAME", "VALID"):
+        raise Untranslatable(f"padding={kw.get('padding')!r} (keras.ops takes \"same\" or \"valid\")")
+    kw["padding"] = kw["padding"].lower()
+    return n
+
+
+def _tf_conv_transpose(kw: dict[str, Any]) -> None:
+    # TF takes the output shape; only the one keras.ops.conv_transpose derives (output_padding=None) translates
+    n, out = _tf_spatial(kw, ("strides", "dilation_rate")), kw.pop("output_shape", None)
+    shape, kshape = getattr(kw["inputs"], "shape", None), getattr(kw.get("kernel"), "shape", None)
+    if not isinstance(out, (list, tuple)) or shape is None or kshape is None or n is None:
+        raise Untranslatable("conv_transpose output_shape= needs a literal shape and static input and kernel shapes "
+                             "(keras.ops.conv_transpose takes output_padding instead)")
+    at = 1 if kw["data_format"] == "channels_last" else 2
+    for i in range(n):
+        s, d = (v if isinstance(v, int) else v[i] for v in (kw.get("strides", 1), kw.get("dilation_rate", 1)))
+        k, size = (int(kshape[i]) - 1) * d + 1, shape[at + i]
+        if size is None or out[at + i] != (size * s if kw["padding"] == "same" else (size - 1) * s + max(k, s)):
+            raise Untranslatable(f"conv_transpose output_shape {list(out)}: keras.ops derives another (output_padding)")
+
+
+def _slice_size(kw: dict[str, Any]) -> None:
+    if isinstance(kw.get("shape"), (list, tuple)) and any(isinstance(s, int) and s < 0 for s in kw["shape"]):
+        raise Untranslatable("slice size -1 (to the end) needs the static dimension: keras.ops.slice takes sizes")
+
+
+TRANSFORMS = {"qr_mode": _qr_mode, "tf_conv_transpose": _tf_conv_transpose,
+              "tf_conv": lambda kw: _tf_spatial(kw, ("strides", "dilation_rate"), full=True),  # N + 2 entries
+              "tf_pool": lambda kw: _tf_spatial(kw, ("pool_size", "strides")), "slice_size": _slice_size,
+              "tf_patches": lambda kw: _tf_spatial(kw, ("size", "strides", "dilation_rate"), "images", True),
+              "rot90_axes": lambda kw: kw.update(axes=(-3, -2)),  # an image's or a batch's (height, width)
+              "float_uniform": _float_uniform,
               "repeats_int": _repeats_int, "norm_ord": _norm_ord, "axes_tuple": _axes_tuple, "pad_mode": _pad_mode,
               "split_sizes": _split_sizes, "resize_method": _resize_method,
               "data_format": _data_format, "sqrt_epsilon": _sqrt_epsilon, "k_clip": _k_clip}

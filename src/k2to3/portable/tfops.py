@@ -248,3 +248,76 @@ def shape_index(dims, index):
 def squared_difference(x1, x2):
     """tf.math.squared_difference in keras.ops (which has no such op): (x1 - x2) ** 2."""
     return ops.square(ops.subtract(x1, x2))
+
+
+def psnr(a, b, max_val):
+    """tf.image.psnr: one value per image (the mean squared error over the last three axes), where keras.ops.psnr
+    gives one over the whole tensor."""
+    a, b = ops.convert_to_tensor(a), ops.convert_to_tensor(b)
+    mse = ops.mean(ops.square(ops.cast(a, "float32") - ops.cast(b, "float32")), axis=(-3, -2, -1))
+    return 10.0 * ops.log(ops.square(ops.cast(max_val, "float32")) / mse) / ops.log(10.0)
+
+
+def matrix_diag(diagonal):
+    """tf.linalg.diag (k=0): a batch of diagonal matrices from a batch of diagonals, where keras.ops.diag (numpy's)
+    returns the diagonal of a 2-D input."""
+    diagonal = ops.convert_to_tensor(diagonal)
+    n = diagonal.shape[-1]
+    if not isinstance(n, int):
+        raise ValueError("tf.linalg.diag needs the diagonal's last dimension to be static")
+    return ops.expand_dims(diagonal, -1) * ops.eye(n, dtype=diagonal.dtype)
+
+
+def bincount(arr, weights=None, minlength=0):
+    """tf.math.bincount (axis=None): the values of an array of any rank counted together, where keras.ops.bincount
+    counts each row of a 2-D one."""
+    flat = ops.reshape(ops.convert_to_tensor(arr), (-1,))
+    w = None if weights is None else ops.reshape(ops.convert_to_tensor(weights), (-1,))
+    return ops.bincount(flat, weights=w, minlength=minlength)
+
+
+def _complex(parts):
+    real, imag = parts
+    return ops.view_as_complex(ops.stack([real, imag], axis=-1))
+
+
+def fft(x):
+    """tf.signal.fft: a complex tensor's transform over its last axis, as one complex tensor (keras.ops.fft takes and
+    returns (real, imaginary) pairs)."""
+    x = ops.convert_to_tensor(x)
+    return _complex(ops.fft((ops.real(x), ops.imag(x))))
+
+
+def rfft(x, fft_length=None):
+    """tf.signal.rfft: a real signal's transform over its last axis, as one complex tensor."""
+    x = ops.convert_to_tensor(x)
+    n = fft_length[0] if isinstance(fft_length, (list, tuple)) else fft_length
+    return _complex(ops.rfft(x, fft_length=n))
+
+
+def irfft(x, fft_length=None):
+    """tf.signal.irfft: a complex spectrum back to a real signal (keras.ops.irfft takes a (real, imaginary) pair)."""
+    x = ops.convert_to_tensor(x)
+    n = fft_length[0] if isinstance(fft_length, (list, tuple)) else fft_length
+    return ops.irfft((ops.real(x), ops.imag(x)), fft_length=n)
+
+
+def stft(signals, frame_length, frame_step, fft_length=None):
+    """tf.signal.stft with its default periodic Hann window and no padding, as one complex tensor: keras.ops.stft
+    with window="hann", center=False gives its (real, imaginary) parts."""
+    n = fft_length if fft_length is not None else 1 << (int(frame_length) - 1).bit_length()
+    if int(n) != int(frame_length):  # keras.ops.stft frames by fft_length, TF by frame_length and then pads
+        raise ValueError(f"tf.signal.stft with fft_length {n} != frame_length {frame_length} has no keras.ops form")
+    return _complex(ops.stft(ops.convert_to_tensor(signals), frame_length, frame_step, n, window="hann",
+                             center=False))
+
+
+def normalize(tensor, ord="euclidean", axis=None):
+    """tf.linalg.normalize: (tensor / norm, norm), the norm kept with its reduced axes (keras.ops.normalize returns
+    the normalized tensor only)."""
+    tensor = ops.convert_to_tensor(tensor)
+    order = None if ord in ("euclidean", None) else ord
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    n = ops.norm(tensor, ord=order, axis=axis, keepdims=True)
+    return tensor / n, n

@@ -55,6 +55,25 @@ def _coverage() -> list[str]:
     return out
 
 
+def tf_no_equivalent() -> dict[str, str]:
+    """The [[tf_no_equivalent]] lines of rules/ops.toml: TF functions named like a Keras 3 function that no keras.ops
+    call with adapted arguments expresses, canonical name -> the reason."""
+    return {r["tf"]: r["reason"] for r in raw_table().get("tf_no_equivalent", [])}
+
+
+def _no_equivalent() -> list[str]:
+    records = tf_no_equivalent()
+    return ["\n## TensorFlow functions named like a Keras 3 function, with no equivalent\n\n",
+            "Every public function of `tf`, `tf.math`, `tf.linalg`, `tf.nn`, `tf.image` and `tf.signal` whose name is "
+            "also a function of `keras.ops` (with `keras.ops.image`, `keras.ops.linalg`, `keras.ops.nn`, "
+            "`keras.ops.numpy`) or `keras.random` has an entry above, or is one of these "
+            f"{len(records)} (the `[[tf_no_equivalent]]` lines of `rules/ops.toml`; "
+            "`tests/test_ops.py::test_every_tf_function_named_in_keras3_has_an_entry`): no keras.ops call with "
+            "adapted arguments gives TensorFlow's result.\n\n",
+            "| TF name | why |\n|---|---|\n",
+            *(f"| `tf.{n}` | {why} |\n" for n, why in records.items())]
+
+
 def render() -> str:
     rows = table()
     tf_rows = [e for e in rows if e.tf]
@@ -86,6 +105,7 @@ def render() -> str:
         head,
         *map(_row, tf_rows),
         *_coverage(),
+        *_no_equivalent(),
         "\n## keras.backend (`K.*`) functions\n\n",
         "`K` is `tf.keras.backend` / `tf_keras.backend` (Keras 2). A `k2to3.portable.*` target is a keras.ops\n"
         "composition k2to3 ships (src/k2to3/portable/).\n\n",
