@@ -250,3 +250,34 @@ def test_portable_objects_import_and_compute_the_same_under_the_target(tmp_path,
 def env_version(text: str) -> tuple[int, int]:
     major, minor = text.split(".")
     return int(major), int(minor)
+
+
+def test_layer_keys_a_release_does_not_take_are_dropped_at_default_or_stop():
+    """K2T709 (rules/keras_layer_params.json, read from the released wheels): MultiHeadAttention's sliding_window
+    (Keras 3.15) and seed (3.4) are dropped for older releases at their defaults; a value they cannot compute stops
+    with the release that added the key. InputLayer takes any keyword in 3.3 (it ignores its **kwargs)."""
+    mha = _layer("MultiHeadAttention", "mha", num_heads=2, key_dim=4, sliding_window=None, seed=None)
+    model = _model(_layer("InputLayer", "input_1", batch_shape=[None, 4, 4], ragged=False), mha)
+    _, changes = downgrade_config(model, (3, 3))
+    assert {(c.code, c.key) for c in changes if c.code == "K2T709"} == {("K2T709", "sliding_window"),
+                                                                        ("K2T709", "seed")}
+    _, changes = downgrade_config(model, (3, 8))
+    assert {c.key for c in changes if c.code == "K2T709"} == {"sliding_window"}
+    mha["config"]["sliding_window"] = 4
+    with pytest.raises(NotPortable, match="K2T709: layer 'mha' .* sets sliding_window=4, which Keras 3.8 does not "
+                                          r"take \(added in Keras 3.15\)"):
+        downgrade_config(model, (3, 8))
+
+
+@pytest.mark.slow
+def test_attention_family_loads_at_parity_in_keras_3_3_and_3_8(tmp_path):
+    """tests/fixtures/target/attention_family.h5 (MultiHeadAttention, SeparableConv2D, Conv2DTranspose,
+    BatchNormalization with nested regularizers and initializers) in Keras 3.3 and 3.8 themselves."""
+    for v in ("3.3", "3.8"):
+        out = tmp_path / f"m{v}.keras"
+        r = subprocess.run([sys.executable, "-m", "k2to3", "convert", str(FIXTURES / "target" / "attention_family.h5"),
+                            "-o", str(out), "--target-keras", v], capture_output=True, text=True, timeout=1800, env=ENV)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        report = json.loads((tmp_path / f"m{v}.keras.report" / "report.json").read_text())
+        assert report["target"]["status"] == "parity", report["target"]
+        assert any(d["code"] == "K2T709" and d["key"] == "sliding_window" for d in report["target"]["dropped"])

@@ -4,6 +4,7 @@ cannot express them). Pure data: no keras import."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -110,9 +111,10 @@ def export_stops() -> tuple[ExportStop, ...]:
 
 
 def candidate_targets(now: Version) -> list[Version]:
-    """The releases a lowest target can be: 3.0 and each release a rule names (between two of them the dialect does
-    not change), up to `now`."""
-    return sorted(v for v in {(3, 0), *(r.added for r in version_rules())} if v <= now)
+    """The releases a lowest target can be: 3.0, each release a rule names and each release whose layer keywords
+    rules/keras_layer_params.json lists (between two of them the dialect does not change), up to `now`."""
+    listed = {parse_version(r) for r in layer_params()["releases"]}
+    return sorted(v for v in {(3, 0), *(r.added for r in version_rules()), *listed} if v <= now)
 
 
 def env_spec(target: Version) -> EnvSpec:
@@ -151,6 +153,8 @@ def downgrade_config(config: Any, target: Version) -> tuple[Any, list[Change]]:
         out = {k: walk(v, here) for k, v in node.items()}
         if isinstance(out.get("config"), dict) and isinstance(node.get("class_name"), str):
             out["config"] = _apply(out["config"], node["class_name"], here, rules, target, changes)
+            if str(node.get("module", "")) == "keras.layers":
+                out["config"] = _release_keys(out["config"], node["class_name"], here, target, changes)
             if str(node.get("module", "")).startswith("keras.src.ops"):
                 out["config"] = _drop_op_keys(out["config"], here, node["class_name"], op_rules, changes)
             for r in rules:  # K2T707: a class an older release knows by another name
@@ -187,6 +191,44 @@ def _apply(config: dict[str, Any], cls: str, layer: str, rules: list[VersionRule
                 continue
             raise NotPortable(f"{r.code}: layer '{layer}' ({cls}) sets {key}={json.dumps(config[key])}, which Keras "
                               f"{show(target)} cannot express", hint=f"target Keras {show(r.added)} or later")
+    return config
+
+
+RELEASE_KEYS = "K2T709"  # a layer keyword a release does not take yet (rules/keras_layer_params.json)
+
+
+@cache
+def layer_params() -> dict[str, Any]:
+    """rules/keras_layer_params.json (rules/make_keras_layer_params.py): each release's layer keywords, the newest
+    release's defaults."""
+    return json.loads((rules_dir() / "keras_layer_params.json").read_text())
+
+
+def _release_keys(config: dict[str, Any], cls: str, layer: str, target: Version,
+                  changes: list[Change]) -> dict[str, Any]:
+    """K2T709: each key of a Keras layer's config that release `target` does not take: dropped when it holds the
+    default the newest release computes (older releases compute that), else a stop naming the release that added
+    it. Releases the data does not describe are left to the explicit rules."""
+    data = layer_params()
+    takes = data["releases"].get(show(target), {})
+    if cls not in takes:
+        return config
+    accepted = set(takes[cls]) | set(takes.get("Layer", ()))
+    for key in [k for k in config if k not in accepted and "*" not in accepted]:
+        default = data["defaults"].get(cls, {}).get(key)
+        try:
+            at_default = default is not None and config[key] == ast.literal_eval(default)
+        except (ValueError, SyntaxError):
+            at_default = False
+        if at_default:
+            config = {k: v for k, v in config.items() if k != key}
+            changes.append(Change(RELEASE_KEYS, layer, cls, key))
+            continue
+        added = next((r for r in sorted(data["releases"], key=parse_version)
+                      if key in data["releases"][r].get(cls, ())), None)
+        raise NotPortable(f"{RELEASE_KEYS}: layer '{layer}' ({cls}) sets {key}={json.dumps(config[key])}, which Keras "
+                          f"{show(target)} does not take" + (f" (added in Keras {added})" if added else ""),
+                          hint=f"target Keras {added} or later" if added else "re-save the model without it")
     return config
 
 

@@ -33,9 +33,12 @@ def render() -> str:
     rules = version_rules()
     out = [HEADER]
     for r in rules:
-        out.append(f"| [{r.code}](#{r.code.lower()}) | {r.title} | {show(r.added)} | {r.action} |\n")
+        added = "per key" if r.scope == "layer-keywords" else show(r.added)
+        out.append(f"| [{r.code}](#{r.code.lower()}) | {r.title} | {added} | {r.action} |\n")
     for r in rules:
-        out.append(f"\n## {r.code}\n\n**{r.title}** (written since Keras {show(r.added)}; action: {r.action})\n\n")
+        since = "each key since the release rules/keras_layer_params.json names" if r.scope == "layer-keywords" \
+            else f"written since Keras {show(r.added)}"
+        out.append(f"\n## {r.code}\n\n**{r.title}** ({since}; action: {r.action})\n\n")
         if r.classes:
             out.append(f"Applies to: {', '.join(f'`{c}`' for c in r.classes)}; keys "
                        f"{', '.join(f'`{k}`' for k in r.keys)}.\n\n")
