@@ -49,6 +49,9 @@ FUNCTIONS = {
     "pair_below_10": (lambda i, v: i < 10, lambda i, v: i < 10),
     "pair_step": (lambda i, v: (i + 1, v * 1.5 + 1.0), lambda i, v: (i + 1, v * 1.5 + 1.0)),
     "scaled_by_sum": (lambda r: r * tf.reduce_sum(r), lambda r: r * keras.ops.sum(r)),
+    # K.rnn's step function: (input at t, states) -> (output, new states)
+    "rnn_step": (lambda x, s: (tf.tanh(x + s[0]), [tf.tanh(x + s[0])]),
+                 lambda x, s: (keras.ops.tanh(x + s[0]), [keras.ops.tanh(x + s[0])])),
 }
 
 

@@ -270,3 +270,29 @@ def ctc_batch_cost(y_true, y_pred, input_length, label_length):
 def in_top_k(predictions, targets, k):
     """K.in_top_k(predictions, targets, k) with Keras 2's argument order (keras.ops.in_top_k takes targets first)."""
     return ops.in_top_k(targets, predictions, k)
+
+
+def in_train_phase(x, alt, training=None):
+    """K.in_train_phase: `x` in training, `alt` otherwise, each called first when callable. Keras 3 calls a layer
+    with training=None outside fit (Keras 2 read its learning phase there): None is inference. A tensor flag selects
+    with keras.ops.cond."""
+    pick = [x, alt]
+    if training is None or isinstance(training, (bool, int)):
+        chosen = pick[0] if training else pick[1]
+        return chosen() if callable(chosen) else chosen
+    return ops.cond(training, lambda: x() if callable(x) else x, lambda: alt() if callable(alt) else alt)
+
+
+def in_test_phase(x, alt, training=None):
+    """K.in_test_phase: `x` at inference, `alt` in training."""
+    return in_train_phase(alt, x, training=training)
+
+
+def rnn(step_function, inputs, initial_states, go_backwards=False, mask=None, constants=None, unroll=False,
+        input_length=None, time_major=False, zero_output_for_mask=False, return_all_outputs=True):
+    """K.rnn: Keras 3's own loop over time (the one its RNN layers run, with K.rnn's arguments and results)."""
+    from keras.src import backend as keras_backend
+
+    return keras_backend.rnn(step_function, inputs, initial_states, go_backwards=go_backwards, mask=mask,
+                             constants=constants, unroll=unroll, input_length=input_length, time_major=time_major,
+                             zero_output_for_mask=zero_output_for_mask, return_all_outputs=return_all_outputs)
