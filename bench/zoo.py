@@ -98,6 +98,34 @@ def _materialize_one(art: dict, rel: str, dest: Path, mirror: Path | None, fetch
     return False
 
 
+def library_dir(spec: str) -> Path:
+    """"owner/name@commit:path" (a manifest `libraries` entry) -> where its folder is materialized."""
+    repo, _, rest = spec.partition("@")
+    commit, _, path = rest.partition(":")
+    return WORK / "libs" / repo.replace("/", "+") / commit[:12] / path
+
+
+def materialize_library(spec: str, mirror: Path | None) -> str:
+    """A layer library's package folder at its commit, from the mirror (why not, or "")."""
+    repo, _, rest = spec.partition("@")
+    commit, _, path = rest.partition(":")
+    dest = library_dir(spec)
+    if dest.is_dir():
+        return ""
+    gdir = _git_dir(mirror, repo) if mirror is not None else None
+    if gdir is None:
+        return f"library {repo} is not in the mirror (fetch it: a git snapshot under --mirror)"
+    files = _git_files(gdir, commit, path)
+    if not files:
+        return f"library {repo}: {path} not found at {commit[:8]}"
+    for f in files:
+        blob = subprocess.run(["git", "--git-dir", str(gdir), "show", f"{commit}:{f}"], capture_output=True)
+        out = dest.parent / f
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(blob.stdout)
+    return ""
+
+
 def materialize(art: dict, mirror: Path | None, fetch: bool) -> tuple[Path | None, str]:
     """The artifact and its companions and sources under bench/.zoo/files/ID/, in the repository's layout (so a
     weights file finds the JSON beside it and a source its sibling modules). (artifact path, why not)."""
@@ -105,6 +133,10 @@ def materialize(art: dict, mirror: Path | None, fetch: bool) -> tuple[Path | Non
     for rel in [art["path"], *art.get("companions", []), *art.get("sources", [])]:
         if not _materialize_one(art, rel, dest, mirror, fetch):
             return None, f"{rel} not found at {art['commit'][:8]}"
+    for lib in art.get("libraries", []):
+        why = materialize_library(lib, mirror)
+        if why:
+            return None, why
     path = dest / art["path"]
     digest_of = path / "saved_model.pb" if path.is_dir() else path
     if not digest_of.is_file():
@@ -145,6 +177,8 @@ def convert(art: dict, path: Path, mode: str, timeout: float) -> dict:
         base = WORK / "files" / art["id"]
         for s in art.get("sources", []):
             cmd += ["--src", str(base / s)]
+        for lib in art.get("libraries", []):  # a layer library's own source, as a user passes its checkout
+            cmd += ["--src", str(library_dir(lib))]
     t0 = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=out,

@@ -52,6 +52,8 @@ FUNCTIONS = {
     # K.rnn's step function: (input at t, states) -> (output, new states)
     "rnn_step": (lambda x, s: (tf.tanh(x + s[0]), [tf.tanh(x + s[0])]),
                  lambda x, s: (keras.ops.tanh(x + s[0]), [keras.ops.tanh(x + s[0])])),
+    "rnn_step_constant": (lambda x, s: (tf.tanh(x + s[0]) * s[1], [tf.tanh(x + s[0])]),
+                          lambda x, s: (keras.ops.tanh(x + s[0]) * s[1], [keras.ops.tanh(x + s[0])])),
 }
 
 

@@ -72,3 +72,28 @@ def test_library_model_converts_at_parity_with_the_package_name(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     report = json.loads((tmp_path / "att.keras.report" / "report.json").read_text())
     assert report["verdict"] == "parity" and set(report["backends"]) == {"tensorflow", "torch", "jax"}
+
+
+def test_keras_2_2_library_idioms(tmp_path):
+    """keras-contrib's CRF (written for standalone Keras 2.2), read as written: K.slice and K.logsumexp, which
+    tf_keras dropped, are their TF calls ([[k_removed]]); in a generated module K.backend() is the TensorFlow the
+    model ran on (its `if K.backend() == 'tensorflow'` branch is the rewritten one); keras-contrib's
+    `if keras.__name__ == 'keras': is_tf_keras = False elif ...` gives Keras's own branch as a constant."""
+    from k2to3.source.classify import MODEL_CODE, CallArgs, classify_call
+
+    assert classify_call("keras.backend.slice", CallArgs(["x", [0, 1], [-1, 2]], {})).target == \
+        "k2to3.portable.tf_slice"
+    assert classify_call("keras.backend.logsumexp", CallArgs(["x"], {"axis": 1})).target == \
+        "keras.ops.logsumexp"
+    assert classify_call("keras.backend.backend", CallArgs([], {})).target == "keras.config.backend"
+    token = MODEL_CODE.set(True)
+    try:
+        assert classify_call("keras.backend.backend", CallArgs([], {})).target == "k2to3.portable.keras2_backend"
+    finally:
+        MODEL_CODE.reset(token)
+    src = tmp_path / "test_utils.py"
+    src.write_text("import keras\n\nif keras.__name__ == 'keras':\n    is_tf_keras = False\n"
+                   "elif keras.__name__ == 'tensorflow.keras':\n    is_tf_keras = True\nelse:\n"
+                   "    raise KeyError('Cannot detect if using keras or tf.keras.')\n")
+    index = read_sources((str(src),)).index
+    assert index.defs["is_tf_keras"].kind == "constant" and "is_tf_keras = False" in index.defs["is_tf_keras"].code

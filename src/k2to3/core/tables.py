@@ -6,6 +6,7 @@ release rebuilds it; an unwritable or damaged cache only means the tables are bu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ class LintTables:
     rules: tuple[dict[str, str], ...]  # rules/source.toml: code, title, what, why, fix (lint's codes, SARIF)
     calls: dict[str, dict[str, Any]]  # rules/source.toml [[call]]: Keras 3 name -> rename / drop (rules.keras_calls)
     add_weight: dict[str, tuple[str, ...]]  # rules/source.toml [add_weight] (rules.add_weight_orders)
+    k_removed: dict[str, str] = dataclasses.field(default_factory=dict)  # optable.backend_removed
 
     @property
     def codes(self) -> tuple[str, ...]:
@@ -73,6 +75,7 @@ def build() -> dict[str, Any]:
         "config": optable.config_aliases(),
         "tf_moved": optable.tf_moved(),
         "obsolete": optable.backend_obsolete(),
+        "k_removed": optable.backend_removed(),
         "indexed": optable.backend_indexed(),
         "positional": {name: s["positional"] for name, s in sigs.items()},
         "rules": [{"code": r.code, "title": r.title, "what": r.what, "why": r.why, "fix": r.fix}
@@ -103,7 +106,7 @@ def from_data(data: dict[str, Any]) -> LintTables:
         obsolete={k: (v[0], v[1]) for k, v in data["obsolete"].items()}, indexed=data.get("indexed", {}),
         positional={k: tuple(v) for k, v in data["positional"].items()},
         rules=tuple(data["rules"]), calls=data["calls"],
-        add_weight={k: tuple(v) for k, v in data["add_weight"].items()})
+        add_weight={k: tuple(v) for k, v in data["add_weight"].items()}, k_removed=data.get("k_removed", {}))
 
 
 def _load(path: Path) -> dict[str, Any] | None:

@@ -35,6 +35,7 @@ from k2to3.portable.backend import (
     in_top_k,
     in_train_phase,
     int_shape,
+    keras2_backend,
     pool2d,
     pool3d,
     repeat,
@@ -121,6 +122,7 @@ from k2to3.portable.tfops import (
     shape_tensor,
     squared_difference,
     stft,
+    tf_slice,
 )
 
 __all__ = [
@@ -183,6 +185,7 @@ __all__ = [
     "in_train_phase",
     "int_shape",
     "irfft",
+    "keras2_backend",
     "keras2_hard_sigmoid",
     "matmul",
     "matrix_diag",
@@ -208,4 +211,5 @@ __all__ = [
     "stft",
     "switch",
     "temporal_padding",
+    "tf_slice",
 ]

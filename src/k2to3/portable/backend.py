@@ -293,6 +293,20 @@ def rnn(step_function, inputs, initial_states, go_backwards=False, mask=None, co
     """K.rnn: Keras 3's own loop over time (the one its RNN layers run, with K.rnn's arguments and results)."""
     from keras.src import backend as keras_backend
 
+    if constants:  # K.rnn passed them after the states, on every backend; Keras 3's jax and torch loops do not
+        inner, extra = step_function, list(constants)
+
+        def step_function(x, states):
+            return inner(x, [*states, *extra])
+
+        constants = None
     return keras_backend.rnn(step_function, inputs, initial_states, go_backwards=go_backwards, mask=mask,
                              constants=constants, unroll=unroll, input_length=input_length, time_major=time_major,
                              zero_output_for_mask=zero_output_for_mask, return_all_outputs=return_all_outputs)
+
+
+def keras2_backend():
+    """K.backend() in a module k2to3 generates: "tensorflow", the backend the Keras 2 model ran on, so code that
+    branches on it (`if K.backend() == "tensorflow": ...`) takes the branch k2to3 rewrote to keras.ops on every
+    backend."""
+    return "tensorflow"

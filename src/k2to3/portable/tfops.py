@@ -321,3 +321,12 @@ def normalize(tensor, ord="euclidean", axis=None):
         axis = tuple(axis)
     n = ops.norm(tensor, ord=order, axis=axis, keepdims=True)
     return tensor / n, n
+
+
+def tf_slice(input_, begin, size):
+    """tf.slice (and Keras 2.2's K.slice): a size of -1 runs to the end of that axis, which keras.ops.slice (sizes
+    only) cannot say: it becomes the axis length minus the start."""
+    x = ops.convert_to_tensor(input_)
+    dims = ops.shape(x)
+    sizes = [dims[i] - begin[i] if isinstance(s, int) and s == -1 else s for i, s in enumerate(size)]
+    return ops.slice(x, begin, sizes)

@@ -153,6 +153,13 @@ def _tf2_name(v1: str) -> str | None:
 
 def _backend(name: str, call: CallArgs) -> Verdict | None:
     tables = lint_tables()
+    if name in tables.k_removed:  # Keras 2.2's K.slice, which called tf.slice with its arguments
+        return classify_call(TF + tables.k_removed[name], call)
+    if name == "backend" and MODEL_CODE.get() and not call.positional and not call.keywords:
+        # `if K.backend() == "tensorflow": <TF code> else: raise NotImplementedError` (keras-contrib's CRF): the
+        # model ran on TensorFlow, and its TensorFlow branch is the one the rewrite made portable
+        return Verdict("K2T202", "K.backend() is 'tensorflow' in a generated module: the branch the model ran and the "
+                                 "rewrite made portable", True, "k2to3.portable.keras2_backend", [])
     aliases = tables.config
     if name in aliases:
         return Verdict("K2T202", f"K.{name} moved to {aliases[name]}", True, aliases[name],

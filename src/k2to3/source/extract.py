@@ -57,6 +57,25 @@ def _numpy_of_literals(node: ast.expr, known: set[str], defs: dict[str, Definiti
         _static(v, known) or (isinstance(v, ast.Attribute) and _numpy_root(v, defs)) for v in values)
 
 
+def _keras_branch(node: ast.If) -> list[ast.Assign] | None:
+    """`if keras.__name__ == 'keras': is_tf_keras = False elif ...: is_tf_keras = True else: raise` (keras-contrib's
+    utils): which Keras runs is asked at import; for a generated module it is Keras itself, so that branch's literal
+    assignments are the module's constants. None unless the chain has such a branch of literal assignments only."""
+    while True:
+        t = node.test
+        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) \
+                and isinstance(t.left, ast.Attribute) and t.left.attr == "__name__" \
+                and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "keras":
+            body = node.body
+            ok = all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                     and _static(s.value, set()) for s in body)
+            return body if ok else None  # type: ignore[return-value]
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+            node = node.orelse[0]
+            continue
+        return None
+
+
 def _literal_entries(node: ast.expr, known: set[str]) -> tuple[list[tuple[ast.expr, ast.expr]], list[str]] | None:
     """A dict display with literal keys, some of whose values are not static: (the static items, the keys of the
     others); None for anything else."""
@@ -293,6 +312,11 @@ class _Indexer:
             for s in stmt.body:  # `try: import x` / `if TF2: import ...`: the first branch's imports
                 if isinstance(s, (ast.Import, ast.ImportFrom)):
                     self.imports(s)
+            branch = _keras_branch(stmt) if isinstance(stmt, ast.If) else None
+            for s in branch or ():
+                self.add(Definition(s.targets[0].id, "constant", self.path, s.lineno,  # type: ignore[attr-defined]
+                                    f"{ast.unparse(s)}  # the `keras.__name__ == 'keras'` branch at "
+                                    f"{self.path.name}:{stmt.lineno}: Keras itself, not tf.keras\n", set()))
 
     def imports(self, stmt: ast.Import | ast.ImportFrom) -> None:
         if isinstance(stmt, ast.ImportFrom) and (stmt.level or stmt.module is None):

@@ -53,6 +53,7 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
     check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
     objects = tf_keras_objects(req["h5"])
     if req.get("k2_module"):
+        removed_backend_functions(tf_keras)
         objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
 
     class K2to3GoldenLambda(tf_keras.layers.Lambda):
@@ -107,6 +108,23 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
         return model
     refuse_bytecode(req["h5"])
     return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
+
+
+def removed_backend_functions(tf_keras: Any) -> None:
+    """Keras 2.2's K functions tf_keras dropped (rules/ops.toml [[k_removed]]: K.slice was tf.slice), back on
+    tf_keras.backend for the user's code as written; a name tf_keras has is left alone."""
+    import tensorflow as tf
+
+    from k2to3.core.optable import backend_removed
+
+    for name, tf_name in backend_removed().items():
+        fn: Any = tf
+        for part in tf_name.split("."):
+            fn = getattr(fn, part)
+        for backend in {id(m): m for m in (tf_keras.backend, getattr(getattr(tf, "keras", None), "backend", None))
+                        if m is not None}.values():
+            if not hasattr(backend, name):
+                setattr(backend, name, fn)
 
 
 def flip_theano_kernels(model: Any) -> None:
