@@ -99,7 +99,13 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     if output and r.ndim >= 1 and r.shape[0] > 1 and r.size:
         spread = float(np.nanmax(np.ptp(r, axis=0)))
     note = None
-    if spread == 0.0:
+    if output and any_nan:
+        # both sides NaN at the same places is no evidence that they compute the same (an input too small for the
+        # model's poolings makes both NaN); the elements that are numbers are compared above
+        allclose = False
+        note = (f"the reference output has NaN at {int(nan_r.sum())} of {nan_r.size} elements: those compare nothing "
+                "(an input too small for the model, or an overflow); pass --input with data the model takes")
+    elif spread == 0.0:
         # e.g. a quantized model fed N(0, 1) noise far below its input scale: every row gives the same output
         note = "the reference output is identical for every input row: parity says little; pass --input with data"
     return OutputStats(index, list(ref.shape), atol, _f(max_abs), _f(max_rel), allclose, _f(min_rtol),

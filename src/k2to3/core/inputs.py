@@ -11,7 +11,43 @@ from k2to3.errors import InputError
 
 SEED = 20240229
 BATCH = 2
-FREE_DIM = 32  # size used for None dimensions other than the batch
+FREE_DIM = 32  # size used for None dimensions other than the batch, unless the model needs more (free_sizes)
+MAX_FREE_DIM = 1024
+_DOWNSAMPLING = ("Conv", "Pooling", "SeparableConv", "DepthwiseConv")
+
+
+def _spatial(value: Any, rank: int) -> list[int]:
+    if isinstance(value, int):
+        return [value] * rank
+    return [int(v) for v in value] if isinstance(value, (list, tuple)) and all(isinstance(v, int) for v in value) \
+        else [1] * rank
+
+
+def free_sizes(plan_model: dict[str, Any], batch_shape: list[Any]) -> dict[int, tuple[int, str]]:
+    """A size for each free (None) axis of an input: 32, or more when the model's strided convolutions and poolings
+    of that rank shrink the axis (an audio CNN over (None, 40, None, 1) with six stride-2 poolings leaves nothing of
+    32 columns, and both sides then return NaN): twice the product of the downsampling along it, at least the
+    largest kernel or pool window. Axis -> (size, why)."""
+    rank = len(batch_shape) - 2  # spatial axes of a channels_last image/sequence input
+    out: dict[int, tuple[int, str]] = {}
+    for axis, d in enumerate(batch_shape[1:], start=1):
+        if d is not None:
+            continue
+        j = axis - 1
+        factor, window, count = 1, 1, 0
+        for layer in plan_model.get("layers", []):
+            cls, cfg = str(layer.get("class_name", "")), layer.get("config") or {}
+            if rank < 1 or j >= rank or not any(k in cls for k in _DOWNSAMPLING) or not cls.endswith(f"{rank}D") \
+                    or cfg.get("data_format") == "channels_first":
+                continue
+            strides = _spatial(cfg.get("strides") or cfg.get("pool_size") or 1, rank)
+            sizes = _spatial(cfg.get("kernel_size") or cfg.get("pool_size") or 1, rank)
+            if strides[j] > 1:
+                factor, count = factor * strides[j], count + 1
+            window = max(window, sizes[j])
+        need = min(MAX_FREE_DIM, max(FREE_DIM, 2 * factor, window))
+        out[axis] = (need, f"{count} strided layer(s) shrink it {factor}x" if need > FREE_DIM else "")
+    return out
 
 
 def input_specs(plan_model: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,7 +76,9 @@ def make_inputs(plan_model: dict[str, Any], batch: int = BATCH) -> list[np.ndarr
     rng = np.random.default_rng(SEED)
     arrays = []
     for spec in input_specs(plan_model):
-        shape = [batch] + [FREE_DIM if d is None else int(d) for d in spec["config"]["batch_shape"][1:]]
+        free = free_sizes(plan_model, spec["config"]["batch_shape"])
+        shape = [batch] + [free[i][0] if d is None else int(d)
+                           for i, d in enumerate(spec["config"]["batch_shape"][1:], start=1)]
         dtype = np.dtype(spec["config"].get("dtype") or "float32")
         vocab = _embedding_dim(plan_model, spec["name"])
         if vocab:

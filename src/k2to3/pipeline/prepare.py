@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.core.inputs import input_specs, load_inputs, make_inputs
+from k2to3.core.inputs import free_sizes, input_specs, load_inputs, make_inputs
 from k2to3.formats import Input
 from k2to3.pipeline import sources as sources_mod
 from k2to3.source.resolution import Resolution
@@ -65,8 +65,14 @@ def write_inputs(npz: str, given: Path | None, plan_model: dict[str, Any]) -> li
     """The verification batch (--input, or seeded from the model's input specs) as `npz`; report.json `inputs`."""
     xs = load_inputs(given, plan_model) if given else make_inputs(plan_model)
     np.savez(npz, **{f"in{i}": x for i, x in enumerate(xs)})
-    return [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
-             "source": str(given) if given else "seeded"} for s, x in zip(input_specs(plan_model), xs)]
+    out = [{"name": s["orig_name"], "shape": list(x.shape), "dtype": str(x.dtype),
+            "source": str(given) if given else "seeded"} for s, x in zip(input_specs(plan_model), xs)]
+    if not given:  # which free dimensions were given which size, and why (core/inputs.py free_sizes)
+        for row, s in zip(out, input_specs(plan_model)):
+            free = free_sizes(plan_model, s["config"]["batch_shape"])
+            if free:
+                row["free_dims"] = {str(a): {"size": n, "why": why or "the default"} for a, (n, why) in free.items()}
+    return out
 
 
 def model_of_inputs(inputs: list[dict[str, Any]]) -> dict[str, Any]:
