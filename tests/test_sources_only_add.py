@@ -215,3 +215,9 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     out = cst.parse_module(code).visit(IntShapes()).code
     assert "Dense(int(np.prod(shape)), name='x')" in out and "Dense(units=int(n))" in out
     assert "Dense(4)" in out and "Conv2D(n, 3)" in out
+    # keras-tcn 3.x's build_output_shape.as_list() (a TensorShape in Keras 2, a tuple in Keras 3: zoo waterlogging-tcn)
+    out = cst.parse_module("t = self.build_output_shape.as_list()[1]\n").visit(IntShapes()).code
+    assert out == "t = k2to3.portable.shape_list(self.build_output_shape)[1]\n"
+    from k2to3.portable import shape_list
+
+    assert shape_list((None, 4)) == [None, 4]

@@ -310,3 +310,9 @@ def keras2_backend():
     branches on it (`if K.backend() == "tensorflow": ...`) takes the branch k2to3 rewrote to keras.ops on every
     backend."""
     return "tensorflow"
+
+
+def shape_list(shape):
+    """TensorShape.as_list() where Keras 3 gives a tuple (a layer's build input_shape, compute_output_shape's
+    result): the list of sizes either way."""
+    return list(shape) if isinstance(shape, (tuple, list)) else shape.as_list()

@@ -85,6 +85,8 @@ def write(r: Any, defs: list[Definition]) -> None:
     try:
         k3, _ = fix_source(k3, f"{r.res.module}.py")
         k3 = cst.parse_module(k3).visit(IntShapes()).code
+        if "k2to3.portable." in k3 and "import k2to3.portable\n" not in k3:  # shape_list, added after the rewrite
+            k3 = k3.replace("\nimport keras\n", "\nimport keras\nimport k2to3.portable\n", 1)
         k3 = with_model_configs(with_build_shapes(_seeded(r, k3)))
         findings, _ = lint_source(k3, f"{r.res.module}.py", prefilter=False)
     finally:
@@ -167,13 +169,17 @@ INT_SIZES = {"Dense": "units", "LSTM": "units", "GRU": "units", "SimpleRNN": "un
 class IntShapes(cst.CSTTransformer):
     """Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
     convert '2' to a shape". In a generated module the value is only known when the build runs, so a shape given
-    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise. A size Keras 2
+    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise; a shape's
+    TensorShape.as_list() becomes k2to3.portable.shape_list (a Keras 3 shape is a tuple). A size Keras 2
     passed through int() (INT_SIZES) is passed through int() when it is not a literal, as Keras 2 did."""
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = updated.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
             else ""
+        if name == "as_list" and isinstance(func, cst.Attribute) and not updated.args:
+            # TensorShape.as_list() (keras-tcn's build_output_shape): Keras 3's shapes are tuples
+            return cst.parse_expression("k2to3.portable.shape_list(x)").with_changes(args=[cst.Arg(func.value)])
         if name in INT_SIZES:
             return _int_size(updated, INT_SIZES[name])
         if name != "Input":
