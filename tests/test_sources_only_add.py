@@ -221,3 +221,16 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     from k2to3.portable import shape_list
 
     assert shape_list((None, 4)) == [None, 4]
+
+
+def test_k_from_a_star_import_of_a_keras_layers_module(tmp_path):
+    """`from keras.layers.core import *` gave a Keras 2.1 script `K` (keras/layers/core.py imported the backend as K):
+    the zoo's parts-demand-attention-merge uses it in its attention block."""
+    from k2to3.pipeline.sources import read_sources
+
+    script = _write(tmp_path / "attention.py", "from keras.layers.core import *\n\ndef att(x):\n"
+                    "    return K.softmax(x)\n")
+    index = read_sources((str(script),)).index
+    assert index.defs["K"].code == "from keras import backend as K\n"
+    other = _write(tmp_path / "other.py", "from numpy import *\n")
+    assert "K" not in read_sources((str(other),)).index.defs

@@ -325,6 +325,11 @@ class _Indexer:
             return
         for a in stmt.names:
             if a.name == "*":
+                root = _keras_root(stmt)
+                if root and "K" not in self.index.defs:
+                    # Keras 2's layer modules did `from .. import backend as K`, so `from keras.layers.core import *`
+                    # gave the script `K` (the only name of such a star import code relies on without saying so)
+                    self.add(Definition("K", "import", self.path, stmt.lineno, f"from {root} import backend as K\n"))
                 continue
             if isinstance(stmt, ast.Import):
                 bound = a.asname or a.name.split(".")[0]
@@ -333,6 +338,15 @@ class _Indexer:
                 bound = a.asname or a.name
                 code = f"from {stmt.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
             self.add(Definition(bound, "import", self.path, stmt.lineno, code + "\n"))
+
+
+def _keras_root(stmt: ast.Import | ast.ImportFrom) -> str | None:
+    """`keras` or `tensorflow.keras` for a star import from one of Keras's layer modules, else None."""
+    module = getattr(stmt, "module", None) or ""
+    for root in ("tensorflow.keras", "keras"):
+        if module.startswith(root + ".layers") or module.startswith(root + ".engine"):
+            return root
+    return None
 
 
 def imports_from(code: str, path: Any) -> bool:
