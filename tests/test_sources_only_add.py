@@ -234,3 +234,14 @@ def test_k_from_a_star_import_of_a_keras_layers_module(tmp_path):
     assert index.defs["K"].code == "from keras import backend as K\n"
     other = _write(tmp_path / "other.py", "from numpy import *\n")
     assert "K" not in read_sources((str(other),)).index.defs
+
+
+def test_a_builds_named_function_lambda_is_registered_not_refused():
+    """`Lambda(sampling)` inside a weights-only build function (a VAE's builder, zoo panel-vae-cnn-weights): the model
+    it builds saves the function by its registered name, so it is not the K2T301 stop an inline lambda is."""
+    import ast
+
+    from k2to3.source.generated_module import _lambda_function
+
+    tree = ast.parse("def build():\n    z = Lambda(sampling, name='z')(h)\n    y = layers.Lambda(lambda t: t)(z)\n")
+    assert _lambda_function(tree, 2) == "sampling" and _lambda_function(tree, 3) is None

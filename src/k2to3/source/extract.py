@@ -17,91 +17,23 @@ from k2to3.source.lint import collect_aliases, dotted
 from k2to3.source.nested_definitions import nested_definitions
 from k2to3.source.py2 import to_py3
 from k2to3.source.source_index import Definition, Site, SourceIndex
+from k2to3.source.static_values import (
+    eval_const,
+    keras_branch,
+    keras_root,
+    literal_entries,
+    numpy_of_literals,
+    static,
+    static_iter,
+)
 
 # Calls whose custom_objects= (or, for the scopes, first argument) maps names in a saved model to objects.
 CUSTOM_OBJECT_CALLS = frozenset({"load_model", "model_from_json", "model_from_yaml", "model_from_config",
                                  "deserialize", "CustomObjectScope", "custom_object_scope"})
 # Values a constant's expression may contain: literals, names of other constants, arithmetic.
-_STATIC = (ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.List, ast.Dict,
-           ast.operator, ast.unaryop, ast.Set)
-
-
 def _segment(lines: list[str], node: ast.stmt) -> str:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     return "".join(lines[start - 1: node.end_lineno])
-
-
-def _static(node: ast.expr, known: set[str]) -> bool:
-    return all(isinstance(n, _STATIC) and (not isinstance(n, ast.Name) or n.id in known) for n in ast.walk(node))
-
-
-NUMPY_CONSTRUCTORS = frozenset({"array", "asarray", "zeros", "ones", "full", "arange", "linspace", "eye", "identity",
-                                "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_"})
-
-
-def _numpy_root(node: ast.expr, defs: dict[str, Definition]) -> bool:
-    """`np.float64`, `numpy.pi`: an attribute of an imported numpy."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    d = defs.get(node.id) if isinstance(node, ast.Name) else None
-    return d is not None and d.kind == "import" and bool(re.match(r"import numpy\b|from numpy\b", d.code))
-
-
-def _numpy_of_literals(node: ast.expr, known: set[str], defs: dict[str, Definition]) -> bool:
-    """A numpy constructor (np.array, np.zeros, ...) called on literals and numpy attributes only: data."""
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr in NUMPY_CONSTRUCTORS and _numpy_root(node.func, defs)):
-        return False
-    values = [*node.args, *(k.value for k in node.keywords)]
-    return not any(isinstance(v, ast.Starred) for v in values) and all(
-        _static(v, known) or (isinstance(v, ast.Attribute) and _numpy_root(v, defs)) for v in values)
-
-
-def _keras_branch(node: ast.If) -> list[ast.Assign] | None:
-    """`if keras.__name__ == 'keras': is_tf_keras = False elif ...: is_tf_keras = True else: raise` (keras-contrib's
-    utils): which Keras runs is asked at import; for a generated module it is Keras itself, so that branch's literal
-    assignments are the module's constants. None unless the chain has such a branch of literal assignments only."""
-    while True:
-        t = node.test
-        if isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) \
-                and isinstance(t.left, ast.Attribute) and t.left.attr == "__name__" \
-                and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "keras":
-            body = node.body
-            ok = all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                     and _static(s.value, set()) for s in body)
-            return body if ok else None  # type: ignore[return-value]
-        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
-            node = node.orelse[0]
-            continue
-        return None
-
-
-def _literal_entries(node: ast.expr, known: set[str]) -> tuple[list[tuple[ast.expr, ast.expr]], list[str]] | None:
-    """A dict display with literal keys, some of whose values are not static: (the static items, the keys of the
-    others); None for anything else."""
-    if not isinstance(node, ast.Dict) or None in node.keys or not node.keys:
-        return None
-    kept: list[tuple[ast.expr, ast.expr]] = []
-    dropped: list[str] = []
-    for k, v in zip(node.keys, node.values):
-        if not isinstance(k, ast.Constant) or not isinstance(k.value, (str, int)):
-            return None
-        if _static(v, known):
-            kept.append((k, v))
-        else:
-            dropped.append(repr(k.value))
-    return (kept, dropped) if dropped and kept else None
-
-
-def _static_iter(node: ast.expr, known_values: dict[str, Any]) -> list[Any] | None:
-    """Values of a for loop's iterable when static: range(...) of constants, a literal list or tuple."""
-    try:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
-            args = [_eval_const(a, known_values) for a in node.args]
-            return list(range(*args))
-        return list(_eval_const(node, known_values))
-    except Exception:  # not static: the caller reports it
-        return None
 
 
 def _imported_path(node: ast.expr, defs: dict[str, Definition]) -> str | None:
@@ -122,13 +54,6 @@ def _imported_path(node: ast.expr, defs: dict[str, Definition]) -> str | None:
     else:
         return None
     return ".".join([module, *parts])
-
-
-def _eval_const(node: ast.expr, known_values: dict[str, Any]) -> Any:
-    if not _static(node, set(known_values)):
-        raise ValueError("not static")
-    code = compile(ast.Expression(node), "<const>", "eval")
-    return eval(code, {"__builtins__": {}}, dict(known_values))  # literals and arithmetic only (checked above)
 
 
 def _table_globals(table: symtable.SymbolTable) -> set[str]:
@@ -274,15 +199,15 @@ class _Indexer:
                 parent, _, last = dotted.rpartition(".")
                 code = f"from {parent} import {last}" + (f" as {name}" if name != last else "")
                 self.add(Definition(name, "import", self.path, stmt.lineno, code + "\n"))
-            elif _static(value, set(self.consts)):
-                self.consts[name] = _eval_const(value, self.consts)
+            elif static(value, set(self.consts)):
+                self.consts[name] = eval_const(value, self.consts)
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
-            elif _numpy_of_literals(value, set(self.consts), self.index.defs):
+            elif numpy_of_literals(value, set(self.consts), self.index.defs):
                 # `actions = np.array([[0.0, 1.0], ...], dtype=np.float64)`: data, hoisted as written
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
-            elif (literal := _literal_entries(value, set(self.consts))) is not None:
+            elif (literal := literal_entries(value, set(self.consts))) is not None:
                 # a settings dict that also holds objects (`Config = {"latent_dim": 2, "optimizer": Adam(...)}`):
                 # the code reads its literal entries (`Config["latent_dim"]`), the rest would need running code
                 kept, dropped = literal
@@ -295,7 +220,7 @@ class _Indexer:
                 self.index.dynamic[name] = where
                 self.index.defs.pop(name, None)
         elif isinstance(stmt, ast.For):
-            values = _static_iter(stmt.iter, self.consts)
+            values = static_iter(stmt.iter, self.consts)
             if isinstance(stmt.target, ast.Name) and values:
                 # Python binds late: after the loop the name holds the last value, which is what a lambda
                 # referencing it as a global sees when the model runs.
@@ -312,7 +237,7 @@ class _Indexer:
             for s in stmt.body:  # `try: import x` / `if TF2: import ...`: the first branch's imports
                 if isinstance(s, (ast.Import, ast.ImportFrom)):
                     self.imports(s)
-            branch = _keras_branch(stmt) if isinstance(stmt, ast.If) else None
+            branch = keras_branch(stmt) if isinstance(stmt, ast.If) else None
             for s in branch or ():
                 self.add(Definition(s.targets[0].id, "constant", self.path, s.lineno,  # type: ignore[attr-defined]
                                     f"{ast.unparse(s)}  # the `keras.__name__ == 'keras'` branch at "
@@ -325,7 +250,7 @@ class _Indexer:
             return
         for a in stmt.names:
             if a.name == "*":
-                root = _keras_root(stmt)
+                root = keras_root(stmt)
                 if root and "K" not in self.index.defs:
                     # Keras 2's layer modules did `from .. import backend as K`, so `from keras.layers.core import *`
                     # gave the script `K` (the only name of such a star import code relies on without saying so)
@@ -338,15 +263,6 @@ class _Indexer:
                 bound = a.asname or a.name
                 code = f"from {stmt.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
             self.add(Definition(bound, "import", self.path, stmt.lineno, code + "\n"))
-
-
-def _keras_root(stmt: ast.Import | ast.ImportFrom) -> str | None:
-    """`keras` or `tensorflow.keras` for a star import from one of Keras's layer modules, else None."""
-    module = getattr(stmt, "module", None) or ""
-    for root in ("tensorflow.keras", "keras"):
-        if module.startswith(root + ".layers") or module.startswith(root + ".engine"):
-            return root
-    return None
 
 
 def imports_from(code: str, path: Any) -> bool:

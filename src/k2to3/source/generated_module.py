@@ -135,11 +135,17 @@ def _checked(r: Any, k3: str, findings: list[Finding]) -> str:
     weights-only build may never call, a stand-in that stops on one line if it is called."""
     tree = ast.parse(k3)
     unusable: dict[str, str] = {}
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    registered: set[str] = set()
     for f in findings:
         owner = next((s for s in tree.body if s.lineno <= f.line <= (s.end_lineno or s.lineno)), None)
         name = getattr(owner, "name", None)
         if f.code == "K2T301" and isinstance(owner, ast.ClassDef):
             continue  # a Lambda a layer class builds for itself is rebuilt from the class's config, never saved
+        named = _lambda_function(tree, f.line) if f.code == "K2T301" else None
+        if named in functions:  # a build's Lambda(sampling): saved by its registered name, not as bytecode
+            registered.add(named)  # type: ignore[arg-type]
+            continue
         where = r.exports.get(name, {}).get("source") or (r.index.defs[name].where if name in
                                                               r.index.defs else "the generated module")
         if r.res.build_fn and name and name != r.res.build_fn \
@@ -150,6 +156,9 @@ def _checked(r: Any, k3: str, findings: list[Finding]) -> str:
             continue
         r.error(f.code, f"{f.message} (in {name or 'module'} from {where})", None,
                    "replace it with a keras.ops call in the source, then convert again")
+    if registered:
+        k3 += "".join(f"keras.saving.register_keras_serializable(package={r.res.package!r}, name={n!r})({n})\n"
+                      for n in sorted(registered))
     if unusable:
         k3 = _with_stand_ins(k3, tree, unusable)
         for name, why in unusable.items():
@@ -193,6 +202,15 @@ class IntShapes(cst.CSTTransformer):
                         f"(({code},) if isinstance({code}, int) else {code})"))
                 break
         return updated.with_changes(args=args)
+
+
+def _lambda_function(tree: ast.Module, line: int) -> str | None:
+    """The function name a `Lambda(fn, ...)` call on `line` is given (None for an inline lambda)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno == line and ast.unparse(node.func).split(".")[-1] == "Lambda":
+            fn = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "function"), None)
+            return fn.id if isinstance(fn, ast.Name) else None
+    return None
 
 
 def _int_size(call: cst.Call, keyword: str) -> cst.Call:

@@ -16,17 +16,28 @@ from k2to3.workers.runtime import import_module
 
 @contextmanager
 def own_loads_skipped(model_cls: Any, skipped: list[str]) -> Iterator[None]:
-    """The build function's `model.load_weights(path)` does nothing while it runs (the paths are recorded)."""
+    """The build function's `model.load_weights(path)` does nothing while it runs (the paths are recorded), nor does
+    its `plot_model(...)` (a picture of the model, which needs pydot and graphviz: not the model)."""
     saved = model_cls.load_weights
 
     def skip(self: Any, filepath: Any, *args: Any, **kwargs: Any) -> None:
         skipped.append(str(filepath))
 
     model_cls.load_weights = skip
+    originals = {id(f): f for m in list(sys.modules.values()) if m is not None
+                 and getattr(m, "__name__", "").startswith(("keras", "tf_keras", "tensorflow.python.keras"))
+                 and callable(f := getattr(m, "__dict__", {}).get("plot_model"))}
+    # wherever it was imported to, the generated modules' own `from keras.utils import plot_model` included
+    plots = [(m, attr, v) for m in list(sys.modules.values()) if m is not None
+             for attr, v in list(getattr(m, "__dict__", {}).items()) if id(v) in originals and originals[id(v)] is v]
     try:
+        for m, attr, _ in plots:
+            setattr(m, attr, lambda *args, **kwargs: None)
         yield
     finally:
         model_cls.load_weights = saved
+        for m, attr, fn in plots:
+            setattr(m, attr, fn)
 
 
 def target(objects: Any, name: str) -> Any:
