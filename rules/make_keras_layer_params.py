@@ -62,6 +62,12 @@ def _params(cls: str, classes: dict[str, ast.ClassDef], seen: frozenset[str] = f
         out[arg.arg] = _MISSING if d is None else ast.unparse(d)
     for arg, d in zip(a.kwonlyargs, a.kw_defaults):
         out[arg.arg] = _MISSING if d is None else ast.unparse(d)
+    if a.kwarg is not None:  # `rms_scaling = kwargs.pop("rms_scaling", False)`: a keyword taken from **kwargs
+        for n in ast.walk(init):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("pop", "get") \
+                    and isinstance(n.func.value, ast.Name) and n.func.value.id == a.kwarg.arg and n.args \
+                    and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str):
+                out.setdefault(n.args[0].value, ast.unparse(n.args[1]) if len(n.args) > 1 else "None")
     # Layer checks the rest of its **kwargs itself and raises on an unknown one: not "*"
     if a.kwarg is not None and cls != "Layer" and not any(isinstance(n, ast.keyword) and n.arg is None and isinstance(n.value, ast.Name)
                                        and n.value.id == a.kwarg.arg for n in ast.walk(init)):
