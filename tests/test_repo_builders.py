@@ -105,10 +105,11 @@ def test_hyper_parameter_pickle_is_read_as_plain_data_only(tmp_path):
 
 @pytest.mark.slow
 def test_keras2_build_idioms_keras3_rejects(pool, tmp_path):
-    """Keras 2 took Input(shape=2): the generated module wraps a shape given by a name into a tuple when it is an int,
-    so that build converts. Keras 2 took Dense(np.prod(shape)) (a numpy integer; jaquielajoie/VAE-mnist), Keras 3
-    does not: the builder the search confirmed under tf_keras raises in the Keras 3 build, one line naming the
-    generated module's line, exit 3, not exit 4."""
+    """Keras 2 took Input(shape=2) and Dense(np.prod(shape)) (a numpy integer; jaquielajoie/VAE-mnist): the generated
+    module wraps a shape given by a name into a tuple when it is an int, and passes a size through int() as Keras 2's
+    Dense did, so both builds convert. Keras 2 layers had `.output_shape`, Keras 3's do not: the builder the search
+    confirmed under tf_keras raises in the Keras 3 build, one line naming the generated module's line, exit 3, not
+    exit 4."""
     import shutil
 
     from k2to3.errors import K2to3Error
@@ -121,11 +122,18 @@ def test_keras2_build_idioms_keras3_rejects(pool, tmp_path):
     report = convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "a.keras", sources=(str(src),)),
                      pool=pool)
     assert report["verdict"] == "parity"
-    src.write_text("import numpy as np\n" + text.replace("units = self._shape[0] * self._shape[1] * self._shape[2]",
-                                                          "units = np.prod(self._shape)"))
+    text = text.replace("units = self._shape[0] * self._shape[1] * self._shape[2]", "units = np.prod(self._shape)")
+    src.write_text("import numpy as np\n" + text)
+    report = convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "n.keras", sources=(str(src),)),
+                     pool=pool)
+    assert report["verdict"] == "parity"
+    src.write_text("import numpy as np\n" + text.replace(
+        'x = Reshape(self._shape)(Dense(units, name="expand")(inputs))',
+        'expand = Dense(units, name="expand")\n        h = expand(inputs)\n        print(expand.output_shape)\n'
+        '        x = Reshape(self._shape)(h)'))
     with pytest.raises(K2to3Error) as exc:
         convert(Options(src=repo / "model" / "weights.h5", output=tmp_path / "m.keras", sources=(str(src),)),
                 pool=pool)
     line = exc.value.line()
-    assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "Dense(units" in line, line
+    assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "output_shape" in line, line
     assert not (tmp_path / "m.keras").exists()

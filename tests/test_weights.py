@@ -430,16 +430,16 @@ ANAGO_CRF = FIXTURES / "weights" / "anago_crf" / "weights.h5"  # use_crf=True
 def test_anago_with_crf_stops_on_the_crf(pool, tmp_path):
     """use_crf=True: without anago/layers.py beside models.py the build calls the CRF stand-in, and the stop names
     it and where it is imported; with it (Hironsan/anago 7b4802c, unchanged; passed, or found beside models.py from
-    its `from anago.layers import CRF`), CRF.call's K.in_train_phase, the first of its Keras 2 calls without a
-    keras.ops rewrite. Either way exit 2 and nothing written (docs/convert.md, anago's CRF)."""
+    its `from anago.layers import CRF`), the first of its Keras 2 calls without a keras.ops rewrite (K.T.unbroadcast,
+    Theano's, in the branch for that backend). Either way exit 2 and nothing written (docs/convert.md, anago's CRF)."""
     layers = ANAGO_SRC.with_name("layers.py")
     alone = tmp_path / "alone" / "anago" / "models.py"  # the package without its layers.py
     alone.parent.mkdir(parents=True)
     alone.write_text(ANAGO_SRC.read_text())
     for sources, words in (((str(alone),), "BiLSTMCRF(params.json).build() calls CRF, imported from "
                             f"anago.layers ({alone}:10), which is neither installed nor in the --src files"),
-                           ((str(ANAGO_SRC),), "K.in_train_phase has no Keras 3 equivalent"),
-                           ((str(ANAGO_SRC), str(layers)), "K.in_train_phase has no Keras 3 equivalent")):
+                           ((str(ANAGO_SRC),), "K.T.unbroadcast has no keras.ops equivalent"),
+                           ((str(ANAGO_SRC), str(layers)), "K.T.unbroadcast has no keras.ops equivalent")):
         with pytest.raises(InputError) as exc:
             convert(Options(src=ANAGO_CRF, output=tmp_path / "m.keras", sources=sources,
                             backends=("tensorflow",)), pool=pool)

@@ -155,6 +155,8 @@ def _backend(name: str, call: CallArgs) -> Verdict | None:
     tables = lint_tables()
     if name in tables.k_removed:  # Keras 2.2's K.slice, which called tf.slice with its arguments
         return classify_call(TF + tables.k_removed[name], call)
+    if name.startswith("tf."):  # Keras 2.2's backend module imported tensorflow as tf: K.tf.slice is tf.slice
+        return classify_call(TF + name[3:], call)
     if name == "backend" and MODEL_CODE.get() and not call.positional and not call.keywords:
         # `if K.backend() == "tensorflow": <TF code> else: raise NotImplementedError` (keras-contrib's CRF): the
         # model ran on TensorFlow, and its TensorFlow branch is the one the rewrite made portable
