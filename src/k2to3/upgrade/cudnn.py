@@ -89,6 +89,26 @@ def convert_weights(target: str, arrays: list[np.ndarray]) -> tuple[list[np.ndar
     return out + list(arrays[len(out):]), notes
 
 
+def convert_slot(target: str, weight: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+    """An optimizer slot (Adam's m or v, momentum, ...) of a cuDNN weight, in the layout convert_weights gives that
+    weight; None when `value` is not in the cuDNN layout of a weight of `shape`. The kernels are relaid out like the
+    weights (a slot is elementwise state). The LSTM bias is one parameter where cuDNN had two (input + recurrent)
+    whose gradients are the same, so their slots are the same: the merged bias takes their mean, not their sum."""
+    n = 4 if target == "LSTM" else 3
+    leaf = weight.rsplit("/", 1)[-1].removesuffix(":0")
+    if leaf == "bias" and value.ndim == 1 and value.size == 2 * int(np.prod(shape)) and target == "LSTM":
+        return np.mean(np.split(value, 2), axis=0)
+    if leaf == "bias" and value.ndim == 1 and tuple(shape) == (2, value.size // 2):
+        return value.reshape(2, -1)  # GRU (reset_after): the two biases as two rows, as for the weight
+    if value.shape != tuple(shape) or value.ndim != 2:
+        return None
+    if leaf == "kernel":
+        return _gates(value, lambda k: k.T.reshape(k.shape, order="F"), n)
+    if leaf == "recurrent_kernel":
+        return _gates(value, lambda k: k.T, n)
+    return None
+
+
 def _translate(obj: Any) -> Any:
     if isinstance(obj, dict):
         if obj.get("class_name") in CUDNN and isinstance(obj.get("config"), dict):

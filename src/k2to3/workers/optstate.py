@@ -83,6 +83,7 @@ def _assign_slots(keras: Any, opt: Any, inner: Any, state: Any, artifact: Legacy
                                  f"(weight '{slot.weight}', slot '{slot.slot}')", Exit.INTERNAL,
                                  hint="report it to k2to3 with the file")
             target = target_list[inner._get_variable_index(var)]
+            value = _cudnn_slot(artifact, slot.weight or "", value, tuple(target.shape))
             if tuple(target.shape) != tuple(value.shape):
                 raise K2to3Error(f"optimizer slot '{slot.saved_name}' has shape {value.shape}, the Keras 3 "
                                  f"variable {target.path} {tuple(target.shape)}", Exit.INTERNAL,
@@ -93,6 +94,25 @@ def _assign_slots(keras: Any, opt: Any, inner: Any, state: Any, artifact: Legacy
     finally:
         f.close()
     return done, ignored, iteration, notes, mapping
+
+
+def _cudnn_slot(artifact: LegacyArtifact, weight: str, value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A slot of a CuDNNLSTM / CuDNNGRU weight in the layout its weight was restored in (upgrade/cudnn.py); any other
+    slot as it is. The layer is named by the weight's first path part (a Bidirectional's inner layer under it)."""
+    if not artifact.model_config:
+        return value
+    from k2to3.upgrade.cudnn import convert_slot
+    from k2to3.upgrade.needs import walk_layers
+
+    parts = weight.split("/")
+    for layer in walk_layers(artifact.model_config):
+        cls = str(layer.get("class_name"))
+        inner = (layer.get("config") or {}).get("layer") or {}
+        if (layer.get("config") or {}).get("name") in parts[:2] and "CuDNN" in cls + str(inner.get("class_name")):
+            target = "LSTM" if "LSTM" in cls + str(inner.get("class_name")) else "GRU"
+            out = convert_slot(target, weight, value, shape)
+            return value if out is None else out
+    return value
 
 
 def migrate(keras: Any, model: Any, artifact: LegacyArtifact, pairs: dict[str, Any]) -> dict[str, Any]:
