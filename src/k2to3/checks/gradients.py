@@ -105,8 +105,8 @@ def jobs(run: Run) -> Jobs:
 class EarlyRows:
     """Each backend's gradient row compared with tf_keras's as soon as both training steps have replied, while the
     other backends still train (one thread, in the order the replies come; training.EarlyCompare calls `backend`).
-    What build_section is left with after the last backend is that backend's row (ResNet50: 1.3 s of three
-    backends' gradients at the end of the run, on the cores the workers had left)."""
+    What build_section is left with after the last backend is that backend's row, not every backend's gradients
+    compared at the end of the run on the cores the workers have left."""
 
     def __init__(self, run: Run):
         from concurrent.futures import ThreadPoolExecutor

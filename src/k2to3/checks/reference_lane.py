@@ -2,8 +2,8 @@
 
 With `--fit-steps` the tensorflow worker would do the work of two: the Keras 3 side (build, verification, training
 steps) and the Keras 2 reference (the golden outputs, tf_keras's steps, the gradients' sensitivity probe and the
-float32 noise probe). On ResNet50 that is 26 of a run's 46 CPU-seconds in one process, the critical path, while the
-torch and jax workers wait. A second tensorflow process (pool role `reference`) takes the reference's jobs, and its
+float32 noise probe): most of a run's CPU time in one process, the critical path, while the torch and jax
+workers wait. A second tensorflow process (pool role `reference`) takes the reference's jobs, and its
 first one (tf_keras loads the file and computes the golden) starts beside the build, on the core the build leaves
 idle. Every job keeps its place in its check's futures: the checks queue them on "tensorflow" as before and
 one_round moves the marked ones (`on_reference`)."""

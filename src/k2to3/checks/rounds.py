@@ -10,8 +10,8 @@ from k2to3.workers.pool import crashed, with_args
 
 def longest_first(jobs: Jobs) -> Jobs:
     """A training check's jobs in the order the pool should admit them: tensorflow (the tf_keras reference and its
-    own step), then jax (its first step of a model is one XLA compile of the backward pass: ResNet50 about 18 s on
-    a core), then the others."""
+    own step), then jax (its first step of a model is one XLA compile of the backward pass, long on a large
+    model), then the others."""
     return dict(sorted(jobs.items(), key=lambda kv: (kv[0] != "tensorflow", kv[0] != "jax")))
 
 

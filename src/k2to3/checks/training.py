@@ -60,7 +60,7 @@ def load_targets(path: Path, outputs: list[np.ndarray]) -> list[np.ndarray]:
 
 
 # Weights after the steps of more bytes than this are compared on two threads (numpy's arithmetic runs outside the
-# GIL): the last backend's row is the end of the run, on cores the workers have left (ResNet50: 100 MB a backend).
+# GIL): the last backend's row is the end of the run, on cores the workers have left.
 PARALLEL_MIN_BYTES = 16 << 20
 
 
@@ -252,8 +252,8 @@ def fit_future(done: Done, backend: str) -> Future:
 class EarlyCompare:
     """Each backend's training row computed in the parent as soon as its steps and tf_keras's are done, while the
     other backends still train (one thread, in the order the replies come): what is left for collect() after the
-    last backend finishes is that backend's comparison, not all of them (ResNet50: 1.5 s of three backends' weights
-    and slots, before the noise probe's next round could start)."""
+    last backend finishes is that backend's comparison, not every backend's weights and slots, so the noise
+    probe's next round can start sooner."""
 
     def __init__(self, run: Run):
         from concurrent.futures import ThreadPoolExecutor

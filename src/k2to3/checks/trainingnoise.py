@@ -30,11 +30,10 @@ from k2to3.core.compare import NOISE_K, weight_changes
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.pool import WorkerError, reply_or_error
 
-# Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds). Measured on
-# tests/fixtures/optimizers/conv_bn_adam.h5 (2 Adam steps, tf_keras on its fused BatchNormalization kernel): with two
-# runs the floor of the bias in front of the second BatchNormalization came out 0.7e-3 to 1.9e-3 (by seed), with
-# four 2.5e-3, for backend errors of 2.1e-3 to 2.6e-3 there. A uniform scale of the inputs (the gradients' probe)
-# moved it 0.7e-3 only: the first BatchNormalization normalises the scale away.
+# Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds): the floor of a
+# bias in front of a BatchNormalization varies with the seed, and two runs can leave it below a backend's error that
+# four runs explain (tests/fixtures/optimizers/conv_bn_adam.h5). A uniform scale of the inputs (the gradients' probe)
+# moves it far less: a BatchNormalization earlier in the model normalises the scale away.
 # The runs go in rounds of 1, 1 and 2: floors only grow with runs, so once the runs so far explain every difference
 # more runs cannot change the verdict, and they run only while they do not (fewer runs is the stricter test). A
 # backend's verdict is taken at the first round that explains it, with that round's floors.
@@ -42,22 +41,19 @@ NUDGE_EPS, NUDGE_SEED = SENSITIVITY_EPS, 25
 # The wide tier, rounds of 2 and 4 runs at ±1e-5, only after the four runs above leave a weight unexplained. A
 # training step has discrete events (a ReLU whose pre-activation is a near-cancellation switches, a max-pool
 # near-tie), and an Adam-family optimizer turns each into steps of the learning rate's size on the units whose second
-# moment is ~0 (sleap's UNets: AMSGrad vhat 1e-13 there). Which events a backend's float32 order flips is one draw
-# among many: tf_keras's runs land on the backend's weights exactly (to 4 digits, every weight) only in some runs.
-# Measured on the shared corpus's sleap UNets (3 Adam steps): topdown_multiclass's torch result in 4 of 16 runs at
-# 1e-6 and 5 of 16 at 1e-5; centroid's jax result in 3 of 24 and 0 of 16 (other seeds) at 1e-6, 7 of 8 at 1e-5.
-# Sampling at 1e-6 alone called both conversions a mismatch or not by the seeds' luck. The wide tier's floors are
-# looser (its runs move a weight's continuous noise up to 10x); a state error stays far beyond them (slots swapped
-# between two BatchNormalization layers: k in the thousands), and the report names the tier that explained it.
+# moment is ~0 (units that stopped learning). Which events a backend's float32 order flips is one draw among many:
+# tf_keras's runs land on the backend's weights exactly only in some runs, so sampling at 1e-6 alone calls such a
+# conversion a mismatch or not by the seeds' luck (docs/optimizers.md#float32-training-noise). The wide tier's
+# floors are looser (its runs move a weight's continuous noise up to 10x); a state error stays far beyond them
+# (slots swapped between two BatchNormalization layers), and the report names the tier that explained it.
 WIDE_EPS = 1e-5
 ROUNDS: tuple[tuple[int, float], ...] = ((1, NUDGE_EPS), (1, NUDGE_EPS), (2, NUDGE_EPS), (2, WIDE_EPS), (4, WIDE_EPS))
 RUNS = sum(n for n, _ in ROUNDS)
 # Why k is judged in L2 norm, with the largest element only as a guard: one tensor's largest change is an extreme value
-# that varies 3x between seeds. Measured on tf_keras ResNet50 (SGD momentum, one step, 2 cores), 8 single runs
-# against one torch and one jax result: the largest-element k of the worst weight 1.7-6.2 by seed (4 of 8 runs
-# already > 2, so the rounds took 4 runs: 7 s of wall time), the L2 k 0.64-1.32 (4 runs: 0.64-0.67). The guard
-# ABS_K keeps a difference confined to a few elements (a clipped gradient) from hiding in a large tensor's norm; a
-# state error is far beyond both (slots swapped: k in the thousands).
+# that varies severalfold between seeds, so a verdict on it would often take every run of the rounds, while a
+# weight's L2 k stays steady from seed to seed (docs/optimizers.md#float32-training-noise). The guard ABS_K keeps a
+# difference confined to a few elements (a clipped gradient) from hiding in a large tensor's norm; a state error is
+# far beyond both (slots swapped).
 ABS_K = 10.0
 
 
@@ -133,9 +129,9 @@ def _grad_changes(reply: dict[str, Any]) -> list[list[float]]:
 
 def trains_batchnorm(run: Run) -> bool:
     """Does the model train a BatchNormalization layer? Its batch statistics turn float32 rounding into differences
-    above the strict tolerance after one step, routinely: every such file measured here needed the probe (ResNet50
-    SGD, one step: 103-104 of 320 weights outside the strict tolerance on torch and jax, L2 k 0.6-1.3 with one run;
-    conv_bn_adam.h5), while dense and recurrent fixtures train to parity."""
+    above the strict tolerance after one step, routinely: such a model puts many of its weights outside the strict
+    tolerance on torch and jax, within the noise floor, so it needs the probe (conv_bn_adam.h5), while dense and
+    recurrent fixtures train to parity."""
     return any("BatchNormalization" in str(layer.get("class_name"))
                and (layer.get("config") or {}).get("trainable", True) is not False
                for layer in _layers(run.plan.model))
@@ -154,12 +150,12 @@ _STARTING = threading.Lock()
 
 def start_first_round(run: Run, ref: dict[str, Any], row: dict[str, Any] | None = None) -> None:
     """The first round, run while the other backends still train, on the reference its worker holds (the
-    [reference worker](convert.md#the-reference-worker)): it overlaps their steps (ResNet50: one eager tf_keras step
-    against jax's traced step) instead of following them; measure() takes it as its first round, so the runs and the
+    [reference worker](convert.md#the-reference-worker)): it overlaps their steps (an eager tf_keras step is over
+    well before jax's traced one) instead of following them; measure() takes it as its first round, so the runs and the
     verdict are the ones a probe after the steps gives. It starts when tf_keras's steps reply (`row` None) if the
     model trains BatchNormalization (a mismatch at the noise floor is then the rule), else at the first backend row
     that is a mismatch rounding may explain (EarlyCompare, training.py): on 2 cores a probe parity does not need takes
-    a core from the backends' steps (ResNet50 `--grads --fit-steps 1`: 5.6 core-seconds)."""
+    a core from the backends' steps."""
     state = run.state["training"]
     if row is None:
         if "error" in ref or not ref.get("available") or not trains_batchnorm(run):
@@ -183,10 +179,10 @@ def ahead_runs(run: Run) -> int:
     """How many runs the job queued with the steps takes: the first round's, and the second's too when the reference
     has a worker of its own (reference_lane.py) and a core no other worker of the run needs. That worker is otherwise
     idle while the parent compares the last backend's steps, and the second run is what a mismatch the first does not
-    explain asks for next (ResNet50: 2.5 s off the end of the run when it was needed). On fewer cores the run is
-    CPU-bound, and a run the verdict may not need is paid for in wall time (ResNet50 `--grads --fit-steps 1`, 2 cores:
-    2.5 core-seconds; one run explained both backends there). measure() judges round by round either way: a run the
-    verdict did not need is not counted, nor reported."""
+    explain asks for next, already done when it is needed instead of added to the end of the run. On fewer cores
+    the run is CPU-bound, and a run the verdict may not need is paid for in wall time (one run may explain every
+    backend). measure() judges round by round either way: a run the verdict did not need is not counted, nor
+    reported."""
     spare = run.pool.cores > len(set(run.backends) | {"tensorflow"}) + 1
     return ROUNDS[0][0] + (ROUNDS[1][0] if split(run) and spare else 0)
 

@@ -1,11 +1,11 @@
 """The file a worker writes its per-step arrays to (weights after the training steps, step gradients) and the parent
 reads them from: a JSON header and the raw elements, each array 64-byte aligned.
 
-ResNet50 with `--grads --fit-steps 1` moves about 1 GB through these files per run. An `.npz` costs a zip CRC and a
-copy on each side; this format is written straight from each array's buffer and read as read-only views of one
-memory map (the page cache holds the data; nothing is copied until it is compared). The files live in the run's
-own work directory, but the reader still checks the header before it maps anything: dtypes numeric, shapes
-non-negative, every array inside the file."""
+A run with `--grads --fit-steps 1` moves several copies of the model's weights through these files. An `.npz`
+costs a zip CRC and a copy on each side; this format is written straight from each array's buffer and read as
+read-only views of one memory map (the page cache holds the data; nothing is copied until it is compared). The files
+live in the run's own work directory, but the reader still checks the header before it maps anything: dtypes
+numeric, shapes non-negative, every array inside the file."""
 
 from __future__ import annotations
 

@@ -43,7 +43,8 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     """Error figures of `got` against `ref`. `output=False` (weights, gradients) skips what only means something
     for a model output: the argmax agreement and the spread of the reference across the batch. `norms` (the
     gradient check's cosine and relative L2) receives the float64 dot products got.ref, got.got, ref.ref and
-    diff.diff and max |ref|, from the same float64 copies (each pass over 25M elements costs), when ref has no NaN."""
+    diff.diff and max |ref|, from the same float64 copies (each pass over a large model's weights costs), when ref
+    has no NaN."""
     if got.shape != ref.shape:
         return OutputStats(index, list(ref.shape), atol, float("inf"), float("inf"), False, float("inf"),
                            float("inf"), None, f"shape {list(got.shape)} != reference {list(ref.shape)}")
@@ -63,7 +64,7 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
     if norms is not None and not any_nan:
         gf, rf = g.ravel(), r.ravel()
         norms.update(dot=float(np.dot(gf, rf)), got=float(np.dot(gf, gf)), ref=float(np.dot(rf, rf)))
-    diff = np.subtract(g, r, out=g)  # in place: weights and gradients of 25M elements are compared too
+    diff = np.subtract(g, r, out=g)  # in place: large models' weights and gradients are compared too
     np.abs(diff, out=diff)
     mag = np.abs(r)
     if any_nan:
@@ -88,7 +89,7 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
         min_rtol = 0.0
     elif (need & (mag == 0)).any():
         min_rtol = float("inf")
-    else:  # over `need` only (0 elsewhere, below every needed ratio): no boolean-indexed copies of 25M elements
+    else:  # over `need` only (0 elsewhere, below every needed ratio): no boolean-indexed copies of a large array
         min_rtol = float(np.divide(diff - atol, mag, out=np.zeros_like(diff), where=need).max())
     min_atol = float(max(0.0, np.subtract(diff, scaled, out=scaled).max())) if diff.size else 0.0
     agree = spread = None
@@ -114,7 +115,7 @@ def compare_arrays(got: np.ndarray, ref: np.ndarray, rtol: float, atol: float, i
 
 # Weights and gradients (output=False) of more than CHUNKED_MIN elements are compared CHUNK elements at a time: the
 # dozen float64 passes of compare_arrays then stay in the CPU cache instead of streaming whole float64 copies through
-# memory. bench/compare.py: 0.37-0.47x the time from 1M to 2.4M elements (ResNet50's largest), none at 0.6M.
+# memory. Below CHUNKED_MIN the blocks gain nothing (bench/compare.py; figures in the README's benchmark table).
 CHUNK, CHUNKED_MIN = 1 << 16, 1 << 20
 
 
@@ -331,9 +332,9 @@ _BLAS_HOLD = {"holders": 0, "before": 1}
 def single_threaded_blas() -> Any:
     """numpy's BLAS (the comparisons' float64 dot products) on one thread while any thread is inside. The parent
     compares the backends side by side in threads on cores the workers still use, and OpenBLAS's own threads spin
-    between calls: on 2 cores they took the cores from the elementwise passes that follow each dot (the gradient
-    comparison of ResNet50's three backends, 25M values each: 7.8 s against 1.0-1.4 s). One thread also makes each
-    dot product's summation order, so its last bits, the same on every machine. Every holder sets it (the setting is
+    between calls: on 2 cores they take the cores from the elementwise passes that follow each dot, and a large
+    model's gradient comparisons then take several times as long. One thread also makes each dot product's
+    summation order, so its last bits, the same on every machine. Every holder sets it (the setting is
     per thread or per process, by build); the last one out restores the count from before. A no-op without
     OpenBLAS."""
     fn = _openblas_threads()
@@ -360,7 +361,8 @@ PARALLEL_MAX_BYTES = 64 << 20
 
 def diff_l2(got: np.ndarray, ref: np.ndarray) -> float:
     """||got - ref|| in float64: how far a whole tensor moved (the training noise floor's statistic,
-    checks/trainingnoise.py), where the largest element alone is an extreme value that varies 3x between seeds."""
+    checks/trainingnoise.py), where the largest element alone is an extreme value that varies severalfold between
+    seeds."""
     if not ref.size:
         return 0.0
     d = got.astype(np.float64)
@@ -385,7 +387,8 @@ def rel_l2(got: np.ndarray, ref: np.ndarray) -> float:
 def value_digest(a: np.ndarray) -> str:
     """An array's values bit for bit, as `<dtype>:<sha256>` of its elements in C order (shape left out: a slot
     loaded under another shape with the same elements is the same slot). What a worker replies for the optimizer
-    state it loaded, so 100 MB of slots per backend need not go through a file (checks/slotstate.state_as_loaded)."""
+    state it loaded, so a large model's slots need not go through a file per backend
+    (checks/slotstate.state_as_loaded)."""
     import hashlib
 
     a = np.asarray(a)

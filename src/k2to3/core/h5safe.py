@@ -99,7 +99,7 @@ def hdf5_reason(exc: BaseException) -> str:
 
 
 # The files this process has walked, by what identifies their bytes: one convert --fit-steps opens the same file
-# in several places (reader, optimizer state, slot digests per backend), and the walk of a ResNet50 is 0.27 s.
+# in several places (reader, optimizer state, slot digests per backend), and a large file's walk is not free.
 _PASSED: dict[tuple[int, ...], None] = {}
 _PASSED_MAX = 16
 

@@ -1,7 +1,7 @@
 """The `k2to3` program (and `python -m k2to3`): `lint` for a pre-commit hook and `--help` start without the full
-command line (typer, rich and the options model take ~0.15 s to import), everything else goes to it
-(interfaces/cli.py). Both shortcuts hand over to the full command line whenever they cannot answer exactly as it
-would."""
+command line (importing typer, rich and the options model would be most of their start-up), everything else goes
+to it (interfaces/cli.py). Both shortcuts hand over to the full command line whenever they cannot answer exactly as
+it would."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """`k2to3 --help` (and `k2to3 COMMAND --help`, `-h`, no arguments) replayed from what the full command line printed
-the first time: rendering it means importing typer, rich and the options model (~0.15 s), printing it back a
-millisecond. An entry is keyed by everything the rendering depends on: the arguments, the k2to3, Python, typer,
-click and rich installed (and the command-line modules' files, for a source checkout), whether each stream is a
-terminal and its size, and the environment variables rich and typer read (COLUMNS, NO_COLOR, FORCE_COLOR, ...).
-Entries live in K2TO3_CACHE_DIR/help (default ~/.cache/k2to3/help), written whole or not at all."""
+the first time: rendering it means importing typer, rich and the options model, most of the command's start-up;
+printing it back costs next to nothing. An entry is keyed by everything the rendering depends on: the arguments,
+the k2to3, Python, typer, click and rich installed (and the command-line modules' files, for a source checkout),
+whether each stream is a terminal and its size, and the environment variables rich and typer read (COLUMNS,
+NO_COLOR, FORCE_COLOR, ...). Entries live in K2TO3_CACHE_DIR/help (default ~/.cache/k2to3/help), written whole
+or not at all."""
 
 from __future__ import annotations
 

@@ -197,7 +197,7 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
     if sources.index is None:
         return None
     from k2to3.source.hoist import AUTO_NAMES_FROM, auto_names_from
-    from k2to3.source.resolve_files import resolve_in_files  # libcst (0.2 s): only a model with --src pays for it
+    from k2to3.source.resolve_files import resolve_in_files  # imports libcst, slow: only a model with --src pays for it
 
     token = AUTO_NAMES_FROM.set(auto_names_from(artifact.keras_version))
     try:

@@ -26,7 +26,7 @@ POST_QUANT = frozenset({"linear", "relu", "swish", "gelu"})
 
 def exact_div(a: Any, c: float) -> Any:
     """a / c correctly rounded, as TensorFlow's kernel divides, on every backend: XLA turns a division by a
-    constant into a multiplication by its reciprocal, one ulp off for 4.6% of float32 values, which moves a
+    constant into a multiplication by its reciprocal, one ulp off for some float32 values, which moves a
     nudged range's end across the extreme weight it was computed from. A divisor built from `a` stays a
     division (XLA does not fold `a * 0`, which is NaN for an infinite a)."""
     return a / (a * 0.0 + c)
@@ -51,11 +51,11 @@ def snap(shifted: Any, scale: Any, inv_scale: Any, nmin: Any, per_channel: bool)
     quant_zero = floor(-nudged_min * inv_scale + 0.5), then floor(shifted / scale - quant_zero + 0.5) * scale for
     FakeQuantWithMinMaxVars (one range) and floor(shifted * inv_scale - quant_zero + 0.5) * scale for the per-channel
     kernel. The division stays one on XLA (exact_div's divisor built from `shifted`). Computed as
-    floor(shifted / scale + 0.5) * scale + nmin instead, the output differed from the kernel's by an ulp in 71% of
-    2M random values and by a whole step in 10."""
+    floor(shifted / scale + 0.5) * scale + nmin instead, the output differs from the kernel's by an ulp on most
+    values and by a whole step on a rare few."""
     quant_zero = ops.floor(-nmin * inv_scale + 0.5)
     # per channel, max(., 0) is the identity (shifted >= 0, inv_scale > 0) that keeps XLA from fusing the product
-    # and the subtraction below into one fused multiply-add (jax: a whole step off in 5 of 1.6M values)
+    # and the subtraction below into one fused multiply-add (on jax: a rare value a whole step off)
     ratio = ops.maximum(shifted * inv_scale, 0.0) if per_channel else shifted / (shifted * 0.0 + scale)
     return ops.floor(ratio - quant_zero + 0.5) * scale
 

@@ -219,8 +219,8 @@ def _translate(entry: ops.OpEntry, shown: str, call: CallArgs, ok: str, bad: str
 class Aliases:
     """Import-alias resolution (every import style, in any scope): `import tensorflow as tf`, `from
     tensorflow.keras import backend as K`, `import keras.backend as K`, ... A local variable that shadows an
-    import alias is not tracked: name resolution is by import, not by full scope analysis (which costs 5x
-    the parse)."""
+    import alias is not tracked: name resolution is by import, not by full scope analysis (which costs several
+    times the parse)."""
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}

@@ -96,7 +96,7 @@ class _Indexer:
     @property
     def tables(self) -> dict[tuple[str, int], list[symtable.SymbolTable]]:
         """Symbol tables by (name, line): a second compile of the file, so only when a definition of it is
-        needed or it has a Lambda call site (3.9x the parse for a whole tree otherwise)."""
+        needed or it has a Lambda call site (several times the parse for a whole tree otherwise)."""
         if self._tables is None:
             self._tables = {}
             try:

@@ -105,7 +105,7 @@ class Cache:
 
     @staticmethod
     def key(data: bytes) -> str:
-        import hashlib  # only with the cache: its OpenSSL costs a cold start 3 ms
+        import hashlib  # only with the cache: loading its OpenSSL slows a cold start
 
         return hashlib.blake2b(data, digest_size=16).hexdigest()
 

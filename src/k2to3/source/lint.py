@@ -1,6 +1,6 @@
 """`k2to3 lint`: findings with stable codes, path:line:col, and whether `k2to3 fix` can rewrite them.
 
-Reads with the standard library's `ast` (a C parser, ~7x faster than libcst) and resolves names through
+Reads with the standard library's `ast` (a C parser, much faster than libcst) and resolves names through
 every import in the file (classify.Aliases); the rewrite (fix.py) uses libcst so that formatting and
 comments survive."""
 
@@ -123,8 +123,8 @@ def _fields(kind: type) -> tuple[str, ...]:
 
 class Linter:
     """One pass over the tree in ast.NodeVisitor's order (fields in order, depth first), dispatching on the node's
-    type through a dict: NodeVisitor's per-node method lookup and generic_visit's generators made a tree's walk
-    2.4x slower (tf_keras: 1.2 s against 0.5 s)."""
+    type through a dict: NodeVisitor's per-node method lookup and generic_visit's generators make a tree's walk
+    much slower."""
 
     def __init__(self, path: str, aliases: Aliases):
         self.path = path

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
-MIN_ITEMS = 48  # below this a lint run takes ~0.1 s: not worth a fork
+MIN_ITEMS = 48  # below this a lint run is too short for a fork to pay off
 CHUNK = 8
 _INT = 4  # bytes per chunk number in the task pipe
 

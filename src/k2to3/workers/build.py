@@ -204,8 +204,8 @@ def _compile(keras: Any, model: Any, cfg: dict[str, Any]) -> list[str]:
             loss = {k: keras.losses.deserialize(v) if isinstance(v, dict) else v for k, v in loss.items()}
         model.compile(optimizer=opt, loss=loss, metrics=cfg.get("metrics"), loss_weights=cfg.get("loss_weights"))
         # Keras saves compile's *resolved* jit_compile: "auto" is False under TensorFlow on a CPU, and a .keras
-        # built here would then train eagerly on jax (ResNet50 first step 30 s, not 12; each later step 2.6 s,
-        # not 1.1). Saved as "auto", every backend resolves its own default when it loads the file.
+        # built here would then train eagerly on jax, every step far slower than compiled. Saved as "auto", every
+        # backend resolves its own default when it loads the file.
         saved = getattr(getattr(model, "_compile_config", None), "config", None)
         if isinstance(saved, dict) and "jit_compile" in saved:
             saved["jit_compile"] = "auto"

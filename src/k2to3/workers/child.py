@@ -69,8 +69,8 @@ def _job_switches(backend: str, req: dict[str, Any]) -> contextlib.AbstractConte
 def _jax_compilation_cache() -> str | None:
     """Turn on jax's persistent compilation cache in K2TO3_CACHE_DIR (~/.cache/k2to3)/jax, capped at 2 GB
     (jax evicts the least recently used): a model store holds many checkpoints of one architecture, and each
-    one's jitted predict and training step would otherwise be compiled again (a ResNet50 training step: 16 s
-    of XLA on 2 cores). jax keys an entry by the program, the compile options and its own version, and only
+    one's jitted predict and training step would otherwise be compiled again (a large model's training step is
+    many seconds of XLA). jax keys an entry by the program, the compile options and its own version, and only
     caches programs that took 1 s or more to compile (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS changes it).
     K2TO3_JAX_CACHE=off turns it off."""
     if os.environ.get("K2TO3_JAX_CACHE", "on").lower() in ("0", "off", "no", "false"):
@@ -124,7 +124,7 @@ def main() -> None:
     backend = sys.argv[1]
     if backend != "jax":
         # keras, TF and torch._dynamo import jax whenever it is installed; a worker for another backend never
-        # uses it, and the import costs 0.6-1.7 s of CPU on every start.
+        # uses it, and the import is a large share of every start's CPU time.
         sys.modules.setdefault("jax", None)  # type: ignore[arg-type]
     deferred.block_ipython()
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -135,7 +135,7 @@ def main() -> None:
     with deferred.dynamo_stand_in() if backend == "torch" else contextlib.nullcontext():
         if backend != "tensorflow":
             # keras.utils.set_random_seed also seeds TensorFlow whenever it is importable: a torch or jax worker
-            # then imports all of TensorFlow (+460 MB resident, seconds of CPU) for an RNG it never uses.
+            # then imports all of TensorFlow (hundreds of MB resident, seconds of CPU) for an RNG it never uses.
             from keras.src.utils import module_utils
 
             module_utils.tensorflow._available = False
@@ -144,7 +144,7 @@ def main() -> None:
         import tf_keras  # noqa: F401
     memory.release_freed()
     # Everything imported so far lives as long as the worker. Without this, every gc.collect() (clear_session
-    # after each job, release_freed) walks those millions of objects: 0.3-0.5 s each, ~0.8 s per job per worker.
+    # after each job, release_freed) walks those millions of objects each time, and that is more than once per job.
     gc.freeze()
     proto.write(json.dumps({"ok": True, "ready": backend, "memory": memory.figures()}) + "\n")
     for line in sys.stdin:

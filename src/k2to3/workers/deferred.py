@@ -1,12 +1,12 @@
 """Imports a worker defers until something uses them (start-up is most of a small conversion's wall time).
 
 Keras imports two packages at start-up that a worker almost never uses:
-  IPython        keras.saving's notebook check (0.2-0.36 s of CPU in every worker); a worker has no notebook.
+  IPython        keras.saving's notebook check (CPU in every worker's start-up); a worker has no notebook.
   torch._dynamo  keras.src.backend.torch marks two seed functions `@dynamo.disable()` and clear_session() calls
-                 `dynamo.reset()` (1.2 s of CPU, a third of the torch worker's start); a verify never touches
+                 `dynamo.reset()` (a large share of the torch worker's start); a verify never touches
                  dynamo. A backward pass does not use it either, but its first call of a function torch marks
                  `_disable_dynamo` (torch/_compile.py: an op's wrapper, the optimizers' steps) imports it to
-                 wrap the function, 0.7-0.95 s of CPU in the first training step (ResNet50, a Dense layer).
+                 wrap the function, CPU added to the first training step whatever the model's size.
 While keras is imported, while clear_session runs, and while a training step or a differentiation runs
 (`dynamo_scope`), `torch._dynamo` is a stand-in whose `disable` is deferred and whose `reset` has nothing to
 reset: untraced, a dynamo-disabled function is the function itself. Outside those scopes the name is free, so a

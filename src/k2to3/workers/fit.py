@@ -84,11 +84,11 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
         model.compile(optimizer=model.optimizer, loss=req["loss"])
     noise = disabled_noise(model)
     if keras.backend.backend() == "tensorflow":
-        # Eagerly, as the tf_keras reference: the same kernels without the graph trace (ResNet50: one step in 2-3 s
-        # against 10-15 s) and without grappler's rewrites. verify's predict still runs the traced function.
+        # Eagerly, as the tf_keras reference: the same kernels without the cost of tracing the graph first, and
+        # without grappler's rewrites. verify's predict still runs the traced function.
         model.run_eagerly = True
     opt = model.optimizer
-    # the state as loaded, before the steps, bit for bit: digests, not 100 MB of slots through a file
+    # the state as loaded, before the steps, bit for bit: digests, not a large model's slots through a file
     state = [value_digest(np.asarray(keras.ops.convert_to_numpy(v))) for v in opt.variables]
     x, y = load_batch(req)
     step_grads, spy = {}, None

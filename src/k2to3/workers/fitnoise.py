@@ -37,7 +37,7 @@ def restore_nudged(model: Any, state: list[Any], saved: list[np.ndarray], eps: f
         i = at.get(id(v))
         a = saved[i] if i is not None else np.asarray(v)
         if np.issubdtype(a.dtype, np.floating):
-            # a sign per element from one uniform draw (rng.choice: 0.4 s per run on ResNet50's 25M weights)
+            # a sign per element from one uniform draw (rng.choice is slow on tens of millions of weights)
             up = rng.random(a.shape, dtype=np.float32) < 0.5
             v.assign(np.where(up, a * a.dtype.type(1 + eps), a * a.dtype.type(1 - eps)))
             nudged.add(id(v))

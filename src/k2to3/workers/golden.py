@@ -33,7 +33,7 @@ def tf_keras_objects(h5: str | None = None) -> dict[str, Any]:
         tfmot_objects,
     )
 
-    with memo_reads():  # one read of the file for the three libraries' questions (ResNet50: 0.47 s each)
+    with memo_reads():  # one read of the file for the three libraries' questions, not one each: a large file is slow
         return {"LayerScale": convnext.LayerScale, "StochasticDepth": convnext.StochasticDepth, **OBJECTS,
                 **(qkeras_objects(h5) if h5 else {}), **(larq_objects(h5) if h5 else {}),
                 **(tfmot_objects(h5) if h5 else {})}

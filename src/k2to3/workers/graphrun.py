@@ -1,10 +1,10 @@
 """Eager forward passes that free each intermediate tensor after its last use.
 
 Keras 3's functional executor (`Function._run_through_graph`) keeps every layer's output in one dict until the
-call returns, so an eager forward pass holds all activations at once: on a ResNet50 at batch 2, +250 MB at the
-peak of the tensorflow and torch verify workers (tf_keras frees them by use count, and jax runs one compiled
-program). `freeing_intermediates` runs the same nodes in the same order with the same arguments, and drops a
-tensor once every node that consumes it has run; the outputs are bit for bit Keras's own (a test checks it).
+call returns, so an eager forward pass holds all activations at once, which raises the peak of the tensorflow
+and torch verify workers (tf_keras frees them by use count, and jax runs one compiled program).
+`freeing_intermediates` runs the same nodes in the same order with the same arguments, and drops a tensor once
+every node that consumes it has run; the outputs are bit for bit Keras's own (a test checks it).
 It replaces Keras's method only where that method has the signature this copy was written against, else Keras's
 own runs."""
 

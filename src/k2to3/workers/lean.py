@@ -2,7 +2,7 @@
 
 Keras 3 loads a variable as `v.assign(store[key])`: the store reads the dataset whole into a numpy array,
 the backend makes a tensor from it, and the variable keeps its own buffer, so the largest variable is alive
-two or three times over (VGG16's fc1 kernel is 411 MB, 78% of the model). Saving is the mirror image, and
+two or three times over (one large Dense kernel can be most of a model's weights). Saving is the mirror image, and
 tf_keras's HDF5 loader reads every array of the model before it assigns any. Inside these context managers a
 dataset of SLICED_BYTES or more travels as a `Big` (the open dataset, not its values) and is written into the
 variable slice by slice of its first axis:
@@ -252,9 +252,9 @@ def tf_keras_loading() -> Iterator[None]:
         return tf.zeros(shape, dtype=dtype or k2_backend.floatx())
 
     with ExitStack() as stack:
-        # Random initial values are drawn and then overwritten by the file's: VGG16's took 1.4 GB at the peak
-        # (2.6 copies of its weights). Zeros instead; the loader fails on any layer whose weights the file
-        # does not have, so none of them survives into the golden model.
+        # Random initial values are drawn and then overwritten by the file's: extra copies of the weights at the
+        # peak. Zeros instead; the loader fails on any layer whose weights the file does not have, so none of them
+        # survives into the golden model.
         for name in ("random_uniform", "random_normal", "truncated_normal"):
             stack.enter_context(_patched(k2_backend.RandomGenerator, name, zeros))
         stack.enter_context(_patched(hdf5_format, "load_subset_weights_from_hdf5_group", lean_subset))
@@ -276,8 +276,8 @@ def tf_fill(variable: Any, slices: Iterator[tuple[slice, np.ndarray]]) -> None:
     """variable[rows] = chunk for each (rows, chunk), in place, into a tf.Variable. Not `variable[a:b].assign`:
     that reads the variable first, and the read tensor shares its buffer, so each update copies all of it
     (copy-on-write). A strided assign also turns on the variable's copy-on-read mode, in which every later
-    read (each predict) copies the whole variable; turned off again once it is filled. On VGG16's fc1 kernel
-    the two cost 440 MB and 380 MB more, and twice the time."""
+    read (each predict) copies the whole variable; turned off again once it is filled. On a large kernel each
+    costs about another copy of it, and slows the fill."""
     import tensorflow as tf
 
     rest = [int(d) for d in variable.shape[1:]]

@@ -64,7 +64,7 @@ def release_freed() -> None:
 @functools.cache
 def _libc() -> Any:
     """glibc, found once per process: ctypes.util.find_library runs `ldconfig -p` in a child process, and a
-    worker of 800 MB forked after every job would briefly count twice in any RSS sum of its process tree."""
+    worker of hundreds of MB forked after every job would briefly count twice in any RSS sum of its process tree."""
     for find in (lambda: "libc.so.6", lambda: ctypes.util.find_library("c")):  # the second only if needed
         name = find()
         if name:

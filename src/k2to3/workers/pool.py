@@ -27,11 +27,11 @@ KINDS = ("tensorflow", "torch", "jax")
 # verification and steps. Never started unless a run asks for it.
 REFERENCE = "reference"
 BACKEND = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jax", REFERENCE: "tensorflow"}
-# Resident set of a warm idle worker (after its imports, no model), in MB, measured with TF 2.21, tf_keras 2.21,
-# torch 2.13 and jax on Linux x86-64; the pool replaces them with its own workers' figures once they have run.
+# Resident set of a warm idle worker (after its imports, no model), in MB: starting estimates for the versions
+# constraints.txt pins, on Linux x86-64; the pool replaces them with its own workers' figures once they have run.
 IDLE_MB = {"tensorflow": 700.0, "torch": 420.0, "jax": 330.0, REFERENCE: 700.0}
 # What a job adds on top of that per byte of float32 weights (load buffer, variables, hashes), and at least
-# JOB_MIN_MB for activations and compiled programs; measured likewise (ResNet50, VGG16), then learned.
+# JOB_MIN_MB for activations and compiled programs; estimated likewise from large models, then learned.
 JOB_FACTOR = {"tensorflow": 4.0, "torch": 3.0, "jax": 3.0, REFERENCE: 4.0}
 JOB_MIN_MB = 150.0
 # Keep this share of MemAvailable for everything else on the machine when no --max-memory is given.
@@ -42,11 +42,10 @@ THREADS = {"tensorflow": 2, "torch": 1, "jax": 1, REFERENCE: 2}
 # the golden and the reference's steps); torch and jax wait for the built file anyway, and at nice 10 their imports
 # fill the cores the build leaves idle instead of slowing it.
 NICE = {"tensorflow": 0, REFERENCE: 0, "torch": 10, "jax": 10}
-# Backends verify side by side while the budget allows and at most one per core. Measured on 2 cores, quiet
-# machine (bench/convert.py, ResNet50 against the naive recipe): one at a time 0.61x wall / 1.27x peak memory,
-# two side by side 0.47x / 1.78x, all three 0.39x / 1.86x; six warm conversions of small fixtures 7.2 s / 4.8 s /
-# 5.2 s. Under other tenants' load side by side gained less (docs/convert.md "Memory budget"); --max-memory
-# trades the wall time back for memory.
+# Backends verify side by side while the budget allows and at most one per core. On a quiet machine side by side
+# shortens the run for a higher memory peak, and more backends than cores slow small conversions down
+# (bench/convert.py; figures in docs/convert.md "Memory budget"). Under other tenants' load side by side gains
+# less; --max-memory trades the wall time back for memory.
 CORES_PER_ROLE = 1
 
 
@@ -338,8 +337,8 @@ class Pool:
         else:
             # More roles than cores: start the others anyway while their idle resident sets fit beside the build.
             # Their imports (niced) fill the cores the first worker's single-threaded import leaves idle; started
-            # only when a core frees up, the last backend's import (2-5 s) would follow everything else. Measured
-            # on the README example, 2 cores: 6.22 s against 6.82 s (medians of 5 interleaved pairs).
+            # only when a core frees up, the last backend's seconds of imports would follow everything else and
+            # lengthen the run (docs/convert.md "Memory budget").
             for role in roles[1:]:
                 self.prestart(role, weight_bytes, {roles[0]})
 

@@ -120,8 +120,8 @@ def prepare(req: dict[str, Any], model: Any) -> Reference | dict[str, Any]:
     if req.get("loss"):
         model.compile(optimizer=model.optimizer, loss=req["loss"])
     noise, unfused = disabled_noise(model), unfuse_batchnorm(model)
-    # The reference runs eagerly: the same kernels without the graph trace (ResNet50: 1.7 s against 5.8 s for
-    # one step; weights after it equal to 1.2e-7) and without grappler's CPU rewrites of the graph. Except an
+    # The reference runs eagerly: the same kernels without the cost of tracing the graph first (the weights after
+    # a step equal to float32 rounding) and without grappler's CPU rewrites of the graph. Except an
     # optimizer whose update depends on Python state fixed when the step is traced (tf_keras >= 2.11 Nadam's
     # u_product counter, K2T606): its eager and compiled steps differ, and model.fit runs the compiled one.
     model.run_eagerly = not hasattr(getattr(model.optimizer, "inner_optimizer", model.optimizer),

@@ -119,7 +119,7 @@ class Restorer:
     def assign_in_slices(self, var: Any, entry: WeightEntry, f: Any) -> bool:
         """A large dataset of the variable's own shape and dtype, assigned slice by slice of its first axis into
         a TensorFlow variable (the build worker's): the whole array read from the file, the tensor made from it
-        and the variable are never alive at once (VGG16's 411 MB fc1 kernel was, three times over). False, and
+        and the variable are never alive at once (a large kernel would be, three times over). False, and
         nothing assigned, for anything else."""
         ds = f[entry.h5path]
         target = getattr(var, "_value", None)  # the tf.Variable itself (var.value may be an autocast copy)

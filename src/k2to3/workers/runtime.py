@@ -41,7 +41,7 @@ def keras3():
 
 def forward(keras: Any, model: Any, xs: list[np.ndarray]) -> Any:
     """Inference-mode forward pass. On jax, one jit-compiled program (what model.predict runs): eager jax
-    compiles every primitive separately, 4.3 s against 1.4 s for a ResNet50."""
+    compiles every primitive separately, far slower on a large model."""
     if keras.backend.backend() == "jax":
         import jax
 
@@ -55,7 +55,7 @@ def forward(keras: Any, model: Any, xs: list[np.ndarray]) -> Any:
         import torch
 
         # As model.predict does: without it autograd keeps every layer's saved tensors for a backward pass
-        # that never comes (+540 MB on a ResNet50 at batch 2); the computed values are the same.
+        # that never comes (a large share of the peak on a big model); the computed values are the same.
         with torch.no_grad(), freeing_intermediates():
             return model(model_input(xs), training=False)
     with freeing_intermediates():
@@ -157,7 +157,7 @@ def import_modules(req: dict[str, Any]) -> None:
 @contextmanager
 def constant_initializers(keras: Any):
     """Loading creates every variable with its initializer, then overwrites it with the saved value.
-    On jax each random initializer compiles an XLA program per shape (7 s of a 9 s ResNet50 load) for
+    On jax each random initializer compiles an XLA program per shape (most of a large model's load) for
     values that are thrown away. Draw zeros instead while loading; the weight hash taken after loading
     is compared with the build's, so a variable the file did not overwrite cannot go unnoticed."""
     from keras.src.initializers import constant_initializers as const
@@ -173,7 +173,8 @@ def constant_initializers(keras: Any):
 
     def ones(self: Any, shape: Any, dtype: Any = None) -> Any:
         # Zeros and Ones initializers (biases, BatchNormalization, optimizer slots) give the same values as theirs,
-        # without jnp.zeros / jnp.ones compiling per shape on jax (ResNet50: 376 calls, 4 s on a new worker)
+        # without jnp.zeros / jnp.ones compiling per shape on jax (one call per bias and slot, each shape a compile
+        # on a new worker)
         return lean.host_ones(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
 
     for n in names:

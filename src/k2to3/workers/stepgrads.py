@@ -1,8 +1,8 @@
 """The gradients a training step hands its optimizer, read from inside the model's own `train_on_batch`.
 
 `--grads` with `--fit-steps` would otherwise differentiate the model twice per backend: once for the gradient
-check, once inside the training step. On jax each is its own XLA compile of the backward pass (ResNet50: 12-18 s
-each on 2 cores). Spying on the optimizer's update gives the gradient check the step's own gradients, from the
+check, once inside the training step. On jax each is its own XLA compile of the backward pass (many seconds each
+on a large model). Spying on the optimizer's update gives the gradient check the step's own gradients, from the
 program the user's `fit` runs, at no extra cost:
 
 - tensorflow: `optimizer.apply` assigns them to buffer variables (works inside the traced train function);

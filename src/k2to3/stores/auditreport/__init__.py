@@ -20,7 +20,7 @@ def write(rep: dict[str, Any], out_dir: Path, formats: list[str], model: dict[st
     """Write audit.{json,md,html} for run_audit's report (`model`: its build() when the caller has it); each file
     goes through a temporary name, so a failure leaves no partial report."""
     model = model or build(rep)
-    indent = 2 if len(model["artifacts"]) <= 1000 else None  # json's C encoder: a store's report in a second
+    indent = 2 if len(model["artifacts"]) <= 1000 else None  # no indent: json's C encoder, fast on a large store
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
