@@ -58,7 +58,12 @@ def test_vae_sampling_converts_at_parity_with_its_source(tmp_path):
 def test_a_wrong_noise_scale_still_shows_under_the_fixed_pattern(tmp_path):
     """The golden runs the file's own Lambda bytecode (--trust-bytecode); the source given scales the noise of one
     Lambda differently: a pattern of zeros (the mean alone) would hide it, the fixed pattern does not."""
-    r, report, _ = _convert(tmp_path, "--src", str(SRC / "vae_sampling_wrong_scale.py"), "--trust-bytecode")
+    text = (SRC / "vae_sampling.py").read_text()
+    wrong = tmp_path / "src" / "vae_sampling.py"
+    wrong.parent.mkdir()
+    wrong.write_text(text.replace("K.exp(z_log_var / 2) * epsilon", "K.exp(z_log_var) * epsilon"))
+    assert wrong.read_text() != text
+    r, report, _ = _convert(tmp_path, "--src", str(wrong), "--trust-bytecode")
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
     assert report["verdict"] == "mismatch"
     z = {b: v["outputs"][2] for b, v in report["backends"].items()}

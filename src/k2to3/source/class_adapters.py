@@ -43,24 +43,30 @@ def _k2to3_build_shapes(cls):
 '''
 
 
-def with_build_shapes(code: str) -> str:
-    """`code` (a generated Keras 3 module) with every top-level class that defines `build` wrapped."""
-    tree = ast.parse(code)
-    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
-               and any(isinstance(b, ast.FunctionDef) and b.name == "build" for b in n.body)]
+def decorated(code: str, tree: ast.Module, classes: list[str], decorator: str, preamble: str) -> str:
+    """`code` with `Cls = decorator(Cls)` for each of `classes` before K2TO3_OBJECTS (which then registers the
+    decorated class), and `preamble` (which defines the decorator) after `import keras`."""
     if not classes:
         return code
     lines = code.splitlines(keepends=True)
     objects = next((n for n in tree.body if isinstance(n, ast.Assign) and any(
         isinstance(t, ast.Name) and t.id == "K2TO3_OBJECTS" for t in n.targets)), None)
     at = (objects.lineno - 1) if objects is not None else len(lines)
-    lines[at:at] = ["".join(f"{c} = _k2to3_build_shapes({c})\n" for c in classes) + "\n"]
+    lines[at:at] = ["".join(f"{c} = {decorator}({c})\n" for c in classes) + "\n"]
     keras_import = next((n for n in tree.body if isinstance(n, ast.Import)
                          and any(a.name == "keras" and a.asname is None for a in n.names)), None)
     after = keras_import.end_lineno if keras_import is not None else 0
-    lines[after:after] = [("" if keras_import is not None else "import keras\n")
-                          + "import functools as _k2to3_functools\n" + PREAMBLE]
+    lines[after:after] = [("" if keras_import is not None else "import keras\n") + preamble]
     return "".join(lines)
+
+
+def with_build_shapes(code: str) -> str:
+    """`code` (a generated Keras 3 module) with every top-level class that defines `build` wrapped."""
+    tree = ast.parse(code)
+    classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+               and any(isinstance(b, ast.FunctionDef) and b.name == "build" for b in n.body)]
+    return decorated(code, tree, classes, "_k2to3_build_shapes",
+                     "import functools as _k2to3_functools\n" + PREAMBLE)
 
 
 MODEL_PREAMBLE = '''
@@ -95,16 +101,5 @@ def with_model_configs(code: str) -> str:
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)
                and any(ast.unparse(b).split(".")[-1] == "Model" for b in n.bases)
                and not any(isinstance(b, ast.FunctionDef) and b.name == "from_config" for b in n.body)]
-    if not classes:
-        return code
-    lines = code.splitlines(keepends=True)
-    objects = next((n for n in tree.body if isinstance(n, ast.Assign) and any(
-        isinstance(t, ast.Name) and t.id == "K2TO3_OBJECTS" for t in n.targets)), None)
-    at = (objects.lineno - 1) if objects is not None else len(lines)
-    lines[at:at] = ["".join(f"{c} = _k2to3_model_config({c})\n" for c in classes) + "\n"]
-    keras_import = next((n for n in tree.body if isinstance(n, ast.Import)
-                         and any(a.name == "keras" and a.asname is None for a in n.names)), None)
-    after = keras_import.end_lineno if keras_import is not None else 0
-    lines[after:after] = [("" if keras_import is not None else "import keras\n")
-                          + "import inspect as _k2to3_inspect\n" + MODEL_PREAMBLE]
-    return "".join(lines)
+    return decorated(code, tree, classes, "_k2to3_model_config",
+                     "import inspect as _k2to3_inspect\n" + MODEL_PREAMBLE)
