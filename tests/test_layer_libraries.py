@@ -97,3 +97,15 @@ def test_keras_2_2_library_idioms(tmp_path):
                    "    raise KeyError('Cannot detect if using keras or tf.keras.')\n")
     index = read_sources((str(src),)).index
     assert index.defs["is_tf_keras"].kind == "constant" and "is_tf_keras = False" in index.defs["is_tf_keras"].code
+
+
+def test_a_library_class_keras3_rejects_is_named_with_its_cause():
+    """keras-embed-sim's EmbeddingRet returns two outputs from an Embedding subclass, which Keras 3 cannot infer: the
+    stop names the cause Keras wraps on a later line, not "Exception encountered when calling ..." alone."""
+    from k2to3.workers.rebuild import _first_line
+
+    exc = ValueError("Exception encountered when calling EmbeddingRet.call().\n\n\x1b[1mCannot convert "
+                     "'[(None, 7, 8), (20, 8)]' to a shape.\x1b[0m\n\nArguments received by EmbeddingRet.call():\n"
+                     "  • args=('<KerasTensor>',)")
+    assert _first_line(exc) == ("Exception encountered when calling EmbeddingRet.call(). Cannot convert "
+                                "'[(None, 7, 8), (20, 8)]' to a shape.")

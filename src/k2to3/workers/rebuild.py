@@ -7,6 +7,7 @@ numbering (nested models start at node 1) and tensors inside call kwargs resolve
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import keras
@@ -113,11 +114,16 @@ class BuildError(K2to3Error):
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    # Keras wraps errors as "Error when deserializing ... Exception encountered: <cause>"
+    text = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(exc).strip().splitlines()]
+    # Keras wraps errors as "Error when deserializing ... Exception encountered: <cause>", and a layer's call as
+    # "Exception encountered when calling X.call().", the cause on a later line
     for line in text:
         if "Exception encountered:" in line:
             return line.split("Exception encountered:", 1)[1].strip()[:300]
+    if text and text[0].startswith("Exception encountered when calling"):
+        cause = next((ln for ln in text[1:] if ln and not ln.startswith(("Arguments received", "•"))), "")
+        if cause:
+            return f"{text[0]} {cause}"[:300]
     return (text[0] if text else type(exc).__name__)[:300]
 
 
@@ -394,9 +400,13 @@ class GraphBuilder:
         except NotPortable:
             raise
         except Exception as exc:
+            from_source = ">" in str(spec.get("registered_name") or "") and not str(
+                spec.get("registered_name")).startswith("k2to3>")
             raise NotPortable(
                 f"layer '{spec['orig_name']}' ({cls}): calling it in Keras 3 failed: {_first_line(exc)}",
-                hint="report it to k2to3 with the model_config",
+                hint="the class comes from the --src files: rewrite what Keras 3 rejects there (its call or "
+                     "compute_output_shape), then convert again" if from_source else
+                     "report it to k2to3 with the model_config",
             ) from None
         self.calls.setdefault(spec["name"], []).append(keras.tree.flatten(out))
         return True
