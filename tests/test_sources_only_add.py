@@ -221,6 +221,11 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     from k2to3.portable import shape_list
 
     assert shape_list((None, 4)) == [None, 4]
+    # Keras 2's `actor.input` on a Sequential built from its first layer's input_shape= (zoo pendulum-ddpg-actor):
+    # Keras 3 has `inputs` until the model is called; an assignment target is left alone
+    code = "def f(actor):\n    self.input = 3\n    return actor.input, actor.trainable_weights\n"
+    out = cst.parse_module(code).visit(IntShapes()).code
+    assert "self.input = 3" in out and "return k2to3.portable.model_io(actor, 'input'), actor.trainable_weights" in out
 
 
 def test_k_from_a_star_import_of_a_keras_layers_module(tmp_path):

@@ -316,3 +316,16 @@ def shape_list(shape):
     """TensorShape.as_list() where Keras 3 gives a tuple (a layer's build input_shape, compute_output_shape's
     result): the list of sizes either way."""
     return list(shape) if isinstance(shape, (tuple, list)) else shape.as_list()
+
+
+def model_io(obj, which):
+    """Keras 2's `model.input` / `model.output` ("input" or "output"): Keras 3 gives a Sequential built from its
+    first layer's input_shape= `inputs` / `outputs` but no `input` / `output` until it is called; one tensor for
+    one, a list for several, as Keras 2 did."""
+    try:
+        return getattr(obj, which)
+    except AttributeError:
+        many = getattr(obj, which + "s", None)
+        if not many:
+            raise
+        return many[0] if len(many) == 1 else list(many)

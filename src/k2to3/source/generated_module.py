@@ -182,6 +182,26 @@ class IntShapes(cst.CSTTransformer):
     TensorShape.as_list() becomes k2to3.portable.shape_list (a Keras 3 shape is a tuple). A size Keras 2
     passed through int() (INT_SIZES) is passed through int() when it is not a literal, as Keras 2 did."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._targets = 0  # inside an assignment target: `self.input = x` is not a read
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._targets += 1
+
+    def leave_AssignTarget(self, original: cst.AssignTarget, updated: cst.AssignTarget) -> cst.AssignTarget:
+        self._targets -= 1
+        return updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        # Keras 2's `model.input` / `model.output` (a Sequential built from an input_shape= has them at once); Keras
+        # 3's Sequential has `inputs` / `outputs` until it is called: k2to3.portable.model_io reads either
+        if updated.attr.value not in ("input", "output") or self._targets or not isinstance(
+                updated.value, (cst.Name, cst.Attribute)) or _dotted(updated.value) in ("keras", "k2to3.portable"):
+            return updated
+        return cst.parse_expression(f"k2to3.portable.model_io(x, {updated.attr.value!r})").with_changes(
+            args=[cst.Arg(updated.value), cst.Arg(cst.SimpleString(repr(updated.attr.value)))])
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         func = updated.func
         name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
@@ -211,6 +231,10 @@ def _lambda_function(tree: ast.Module, line: int) -> str | None:
             fn = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "function"), None)
             return fn.id if isinstance(fn, ast.Name) else None
     return None
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    return cst.Module([]).code_for_node(node)
 
 
 def _int_size(call: cst.Call, keyword: str) -> cst.Call:
