@@ -204,7 +204,7 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     import libcst as cst
 
     from k2to3.pipeline.sources import read_sources
-    from k2to3.source.generated_module import IntShapes
+    from k2to3.source.generated_module import Keras2Idioms
 
     script = _write(tmp_path / "utils.py", "import numpy as np\n\nACTIONS = np.array([[0.0, 1.0], [1.0, 0.0]], "
                     "dtype=np.float64)\nNOT_DATA = np.load('a.npy')\n")
@@ -212,11 +212,11 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     assert index.defs["ACTIONS"].kind == "constant" and "np" in index.defs["ACTIONS"].deps
     assert "NOT_DATA" not in index.defs and "NOT_DATA" in index.dynamic
     code = "d = Dense(np.prod(shape), name='x')\ne = keras.layers.Dense(units=n)\nf = Dense(4)\ng = Conv2D(n, 3)\n"
-    out = cst.parse_module(code).visit(IntShapes()).code
+    out = cst.parse_module(code).visit(Keras2Idioms()).code
     assert "Dense(int(np.prod(shape)), name='x')" in out and "Dense(units=int(n))" in out
     assert "Dense(4)" in out and "Conv2D(n, 3)" in out
     # keras-tcn 3.x's build_output_shape.as_list() (a TensorShape in Keras 2, a tuple in Keras 3: zoo waterlogging-tcn)
-    out = cst.parse_module("t = self.build_output_shape.as_list()[1]\n").visit(IntShapes()).code
+    out = cst.parse_module("t = self.build_output_shape.as_list()[1]\n").visit(Keras2Idioms()).code
     assert out == "t = k2to3.portable.shape_list(self.build_output_shape)[1]\n"
     from k2to3.portable import shape_list
 
@@ -224,7 +224,7 @@ def test_numpy_data_constants_and_numpy_sizes(tmp_path):
     # Keras 2's `actor.input` on a Sequential built from its first layer's input_shape= (zoo pendulum-ddpg-actor):
     # Keras 3 has `inputs` until the model is called; an assignment target is left alone
     code = "def f(actor):\n    self.input = 3\n    return actor.input, actor.trainable_weights\n"
-    out = cst.parse_module(code).visit(IntShapes()).code
+    out = cst.parse_module(code).visit(Keras2Idioms()).code
     assert "self.input = 3" in out and "return k2to3.portable.model_io(actor, 'input'), actor.trainable_weights" in out
 
 

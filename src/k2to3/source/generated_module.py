@@ -84,7 +84,7 @@ def write(r: Any, defs: list[Definition]) -> None:
     token = MODEL_CODE.set(True)
     try:
         k3, _ = fix_source(k3, f"{r.res.module}.py")
-        k3 = cst.parse_module(k3).visit(IntShapes()).code
+        k3 = cst.parse_module(k3).visit(Keras2Idioms()).code
         if "k2to3.portable." in k3 and "import k2to3.portable\n" not in k3:  # shape_list, added after the rewrite
             k3 = k3.replace("\nimport keras\n", "\nimport keras\nimport k2to3.portable\n", 1)
         k3 = with_model_configs(with_build_shapes(_seeded(r, k3)))
@@ -175,8 +175,9 @@ INT_SIZES = {"Dense": "units", "LSTM": "units", "GRU": "units", "SimpleRNN": "un
              "GRUCell": "units", "SimpleRNNCell": "units", "RepeatVector": "n", "Embedding": "input_dim"}
 
 
-class IntShapes(cst.CSTTransformer):
-    """Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
+class Keras2Idioms(cst.CSTTransformer):
+    """Keras 2 call and attribute idioms Keras 3 takes otherwise, adapted in a generated module (docs/convert.md
+    "Keras 2 idioms in the sources"). Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
     convert '2' to a shape". In a generated module the value is only known when the build runs, so a shape given
     by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise; a shape's
     TensorShape.as_list() becomes k2to3.portable.shape_list (a Keras 3 shape is a tuple). A size Keras 2
