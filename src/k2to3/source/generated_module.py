@@ -177,11 +177,12 @@ INT_SIZES = {"Dense": "units", "LSTM": "units", "GRU": "units", "SimpleRNN": "un
 
 class Keras2Idioms(cst.CSTTransformer):
     """Keras 2 call and attribute idioms Keras 3 takes otherwise, adapted in a generated module (docs/convert.md
-    "Keras 2 idioms in the sources"). Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder input); Keras 3 raises "Cannot
-    convert '2' to a shape". In a generated module the value is only known when the build runs, so a shape given
-    by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise; a shape's
-    TensorShape.as_list() becomes k2to3.portable.shape_list (a Keras 3 shape is a tuple). A size Keras 2
-    passed through int() (INT_SIZES) is passed through int() when it is not a literal, as Keras 2 did."""
+    "Keras 2 idioms in the sources"). Keras 2 took `Input(shape=latent_dim)` with an int (an autoencoder's decoder
+    input); Keras 3 raises "Cannot convert '2' to a shape". The value is only known when the build runs, so a shape
+    given by a name or attribute is wrapped to a tuple when it is an int, and passed as written otherwise. A shape's
+    TensorShape.as_list() becomes k2to3.portable.shape_list (a Keras 3 shape is a tuple). A size Keras 2 passed
+    through int() (INT_SIZES) is passed through int() when it is not a literal, as Keras 2 did. `model.input` /
+    `model.output` read through k2to3.portable.model_io."""
 
     def __init__(self) -> None:
         super().__init__()
