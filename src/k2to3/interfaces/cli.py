@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from k2to3.core.options import MAX_MEMORY_HELP
+from k2to3.core.options import MAX_MEMORY_HELP, CheckOptions, LintOptions
 from k2to3.core.writable import write_atomic
 from k2to3.errors import K2to3Error
 from k2to3.interfaces import cli_options, cli_rule
@@ -173,7 +174,8 @@ def verify(model: Path, as_json: bool, **options: Any) -> None:
     _run("verifying", run, opts, rdir, as_json, "", "--report-dir" if opts.report_dir else "report directory")
 
 
-def _run(doing: str, run: Any, opts: Any, rdir: Path, as_json: bool, interrupted: str, rflag: str) -> None:
+def _run(doing: str, run: Callable[..., dict[str, Any]], opts: CheckOptions, rdir: Path, as_json: bool,
+         interrupted: str, rflag: str) -> None:
     """Run a pipeline with a spinner, its progress logged; any K2to3Error is one line and its exit code (a model
     that is not portable gets its report and its error findings first). The report directory is checked first:
     a run that could not write its report does not start."""
@@ -230,36 +232,31 @@ def _emit(report: dict, rdir: Path, as_json: bool) -> None:
     raise typer.Exit(report["exit_code"])
 
 
-@app.command(
-    cls=Command,
-    epilog=(
-        "Examples:\n\n"
-        "  k2to3 lint                    # the current directory\n\n"
-        "  k2to3 lint src/\n\n"
-        "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
-        "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
-        "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with \\[tool.k2to3] "
-        "select/ignore/exclude in pyproject.toml. Exit codes: 0 clean, 1 findings, 2 error."
-    )
+LINT_EPILOG = (
+    "Examples:\n\n"
+    "  k2to3 lint                    # the current directory\n\n"
+    "  k2to3 lint src/\n\n"
+    "  k2to3 lint model.py notebooks/ --format sarif > k2to3.sarif\n\n"
+    "  k2to3 lint . --select K2T1,K2T2 --ignore K2T103\n\n"
+    "Suppress one line with `# noqa: K2T101`, a whole file with `# k2to3: noqa`; configure with \\[tool.k2to3] "
+    "select/ignore/exclude in pyproject.toml. Exit codes: 0 clean, 1 findings, 2 error."
 )
-def lint(
-    paths: SourcePaths = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="text|json|sarif|github", help="Output format.")] = "text",
-    select: Annotated[str | None, typer.Option(metavar="CODES", help="Only these codes or prefixes "
-                                               "(comma-separated).")] = None,
-    ignore: Annotated[str | None, typer.Option(metavar="CODES", help="Skip these codes or prefixes "
-                                               "(comma-separated).")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")] = False,
-) -> None:
+
+
+def lint(paths: list[Path] | None, **options: Any) -> None:
     """Report non-portable Keras 2 / TensorFlow code (tf.*, K.*, Lambda, tf.keras) with stable rule codes."""
     from k2to3.source.command import lint as run  # interfaces/fastlint.py runs the same function
 
     try:
-        text, code = run(paths or [], fmt, select, ignore, no_cache)
+        text, code = run(paths or [], **options)
     except K2to3Error as exc:
         _fail(exc)
     sys.stdout.write(text)
     raise typer.Exit(code)
+
+
+cli_options.command(app, "lint", [inspect.Parameter("paths", KW, default=None, annotation=SourcePaths)], LintOptions,
+                    lint, epilog=LINT_EPILOG)  # its options: core/options.py LintOptions, as fastlint reads them
 
 
 @app.command(

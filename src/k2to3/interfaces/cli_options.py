@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from k2to3.core.options import fields_of
+from k2to3.core.options import fields_of, flags
 from k2to3.errors import InputError
 from k2to3.interfaces.cli_help import Command
-
-
-def flags(f: dataclasses.Field) -> tuple[str, ...]:
-    return f.metadata["flags"] or ("--" + f.name.replace("_", "-"),)
 
 
 def _help(f: dataclasses.Field, command: str) -> str:
@@ -45,14 +42,11 @@ def _cli_type(f: dataclasses.Field) -> tuple[Any, Any]:
 def metavar(f: dataclasses.Field) -> str | None:
     """How --help names the value (None: from its type, interfaces/cli_help.py)."""
     cli = f.metadata["cli"]
+    if f.metadata["metavar"]:
+        return f.metadata["metavar"]
     if cli == "choice":
         return "|".join(f.metadata["choices"])
-    named = {"csv": "LIST", "size": "SIZE", "list": "FILE"}
-    if f.name == "sources":
-        return "FILE[:FUNCTION]"
-    if f.name == "loss":
-        return "NAME"
-    return named.get(cli or "")
+    return {"csv": "LIST", "size": "SIZE", "list": "FILE"}.get(cli or "")
 
 
 def parameters(cls: type, command: str) -> list[inspect.Parameter]:
@@ -60,7 +54,7 @@ def parameters(cls: type, command: str) -> list[inspect.Parameter]:
     out = []
     for f in fields_of(cls, command):
         annotation, default = _cli_type(f)
-        extra = {"min": 0} if f.name == "fit_steps" else {}
+        extra = {} if f.metadata["minimum"] is None else {"min": f.metadata["minimum"]}
         opt = typer.Option(*flags(f), help=escape(_help(f, command)), rich_help_panel=f.metadata["group"],
                            metavar=metavar(f), **extra)
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
@@ -107,7 +101,8 @@ def parse_size(flag: str, text: str | None) -> int | None:
                          "e.g. --max-memory 4G") from None
 
 
-def command(app: typer.Typer, name: str, head: list[inspect.Parameter], cls: type, body: Any, **kw: Any) -> None:
+def command(app: typer.Typer, name: str, head: list[inspect.Parameter], cls: type, body: Callable[..., None],
+            **kw: Any) -> None:
     """Register `body(**values)` as the command `name`, with `head` (its arguments) and the options of `cls`."""
     params = [*head, *parameters(cls, name)]
 

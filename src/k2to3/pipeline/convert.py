@@ -9,7 +9,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.findings import Finding, not_portable_line
 from k2to3.core.keras_versions import check_target as check_keras_target
-from k2to3.core.options import ConvertOptions
+from k2to3.core.options import CheckOptions, ConvertOptions, validate
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, POLICY_TOLERANCE
 from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.formats import Input, open_input
@@ -71,21 +71,19 @@ def check_paths(opts: ConvertOptions) -> None:
             raise InputError(f"{golden_path(out)}: golden file exists", hint="pass --force to replace it")
     if opts.export is not None:
         check_export_target(opts.export, default_path(opts.output, opts.export), opts.force, "--export")
-    check_training_options(opts)
-    check_deploy_options(opts)
+    check_options(opts)
 
 
-def check_deploy_options(opts: ConvertOptions) -> None:
-    """--export, --target-keras and --target-python as values (also once for a whole store, stores/batch.py)."""
+def check_options(opts: ConvertOptions) -> None:
+    """The options' own constraints (core/options.py), then --export's backend and --target-keras's release (also
+    once for a whole store, stores/batch.py)."""
+    validate(opts)
     if opts.export is not None:
         _check_export_backend(opts)
-    if opts.target_python is not None and opts.target_keras is None:
-        raise InputError("--target-python applies to --target-keras only", hint="add --target-keras 3.N")
     if opts.target_keras is not None:
         release = check_keras_target(opts.target_keras)
         if opts.target_python is not None:  # its keras release, before any work
             targetenv.named(opts.target_python, release)
-    opts.checked()
 
 
 def _check_export_backend(opts: ConvertOptions) -> None:
@@ -97,16 +95,7 @@ def _check_export_backend(opts: ConvertOptions) -> None:
                          hint=f"add {EXPORTER_BACKEND[fmt]} to --backends")
 
 
-def check_training_options(opts: Any) -> None:
-    if opts.targets is not None and not opts.targets.is_file():
-        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
-    if opts.targets is not None and not opts.fit_steps:
-        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
-    if opts.loss and not (opts.fit_steps or opts.grads):
-        raise InputError("--loss applies to --fit-steps and --grads only", hint="add --fit-steps N or --grads")
-
-
-def tolerances(opts: Any, plan: Plan) -> tuple[float, float, str]:
+def tolerances(opts: CheckOptions, plan: Plan) -> tuple[float, float, str]:
     """The forward tolerance: the default, loosened to a reduced-precision policy's, or the user's."""
     rtol, atol, source = DEFAULT_RTOL, DEFAULT_ATOL, "default"
     for policy in sorted(plan.dtype_policies):
@@ -122,7 +111,7 @@ def tolerances(opts: Any, plan: Plan) -> tuple[float, float, str]:
 
 
 @contextmanager
-def workers(opts: Any, pool: Pool | None, golden: bool = True) -> Iterator[Any]:
+def workers(opts: CheckOptions, pool: Pool | None, golden: bool = True) -> Iterator[Callable[[], Pool]]:
     """A function returning the worker pool: the caller's warm one, or one started on first use and closed after."""
     made: list[Pool] = []
 

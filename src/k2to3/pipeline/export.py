@@ -10,7 +10,7 @@ from typing import Any
 
 from k2to3.checks.base import Progress
 from k2to3.checks.export import EXPORTER_BACKEND, check_target, target
-from k2to3.core.options import ExportOptions
+from k2to3.core.options import ExportOptions, validate
 from k2to3.errors import InputError
 from k2to3.pipeline import verify as verify_mod
 from k2to3.pipeline.recorded_reference import with_recorded_reference
@@ -19,8 +19,7 @@ from k2to3.workers.pool import Pool
 
 def check(opts: ExportOptions) -> None:
     """Every problem with the paths and options, before any work."""
-    if opts.grads or opts.fit_steps:
-        raise InputError("--grads and --fit-steps do not apply to export", hint="run k2to3 verify for them")
+    validate(opts)  # first: --grads and --fit-steps, which export does not take (core/options.py)
     check_target(opts.format, opts.output, opts.force, "-o")
     if opts.output.exists() and opts.output.resolve() == opts.model.resolve():
         raise InputError(f"-o {opts.output}: would overwrite MODEL", hint="choose another -o path")

@@ -19,7 +19,7 @@ from k2to3.checks.base import Progress, Run
 from k2to3.checks.golden import Golden, read_golden
 from k2to3.checks.registry import VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
-from k2to3.core.options import VerifyOptions
+from k2to3.core.options import VerifyOptions, validate
 from k2to3.errors import InputError
 from k2to3.formats import open_input
 from k2to3.formats.artifact import file_sha256, read_keras_config, sniff
@@ -34,6 +34,7 @@ from k2to3.workers.pool import Pool
 
 
 def check(opts: VerifyOptions) -> None:
+    """Every problem with the paths and options, before any work."""
     if not opts.model.exists():
         raise InputError(f"{opts.model}: no such file", hint="pass the Keras 3 .keras file to verify")
     if opts.model.is_dir() or sniff(opts.model) != "zip":
@@ -42,29 +43,14 @@ def check(opts: VerifyOptions) -> None:
     if (opts.reference is None) == (opts.golden is None):
         raise InputError("verify needs exactly one of --reference LEGACY.h5 or --golden FILE.golden.npz",
                          hint="e.g. k2to3 verify model.keras --reference legacy.h5")
-    if opts.reference is not None:
-        if not opts.reference.is_file():
-            raise InputError(f"--reference {opts.reference}: no such file", hint="pass the Keras 2 .h5")
-        if sniff(opts.reference) != "hdf5":
-            raise InputError(f"--reference {opts.reference}: not an HDF5 file",
-                             hint="pass the Keras 2 .h5 the .keras was converted from")
-    if opts.golden is not None and opts.grads:
-        raise InputError("--grads with --golden: a golden file holds outputs, not a model to differentiate",
-                         hint="pass --reference LEGACY.h5 with --grads")
-    if opts.golden is not None and opts.fit_steps:
-        raise InputError("--fit-steps with --golden: a golden file holds outputs, not a model to train",
-                         hint="pass --reference LEGACY.h5 with --fit-steps")
-    if opts.targets is not None and not opts.targets.is_file():
-        raise InputError(f"--targets {opts.targets}: no such file", hint="pass an .npz with arrays y0, y1, ...")
-    if opts.targets is not None and not opts.fit_steps:
-        raise InputError("--targets applies to --fit-steps only", hint="add --fit-steps N")
-    if opts.golden is not None and opts.inputs is not None:
-        raise InputError("--input with --golden: the golden file holds its inputs", hint="drop --input")
+    validate(opts)  # the options' own constraints (core/options.py): --reference exists, --golden without --grads...
+    if opts.reference is not None and sniff(opts.reference) != "hdf5":
+        raise InputError(f"--reference {opts.reference}: not an HDF5 file",
+                         hint="pass the Keras 2 .h5 the .keras was converted from")
     if opts.golden is not None and opts.sources:
         sources_mod.generated_modules(opts.sources, opts.model)
     elif opts.golden is not None:
         _check_registered(opts.model)
-    opts.checked()
 
 
 def _check_registered(model: Path) -> None:

@@ -47,9 +47,9 @@ def settings_digest(settings: dict[str, Any]) -> str:
 def check_settings(opts: ConvertOptions) -> None:
     """The store options' own problems (an unknown backend, --export torch without torch, --target-python without
     --target-keras or with another release), once before the scan rather than once per artifact."""
-    from k2to3.pipeline.convert import check_deploy_options
+    from k2to3.pipeline.convert import check_options
 
-    check_deploy_options(opts)
+    check_options(opts)
 
 
 def _deployed(rep: dict[str, Any]) -> dict[str, Any]:
