@@ -1,7 +1,8 @@
 """The fast start-up paths (interfaces/entry.py) answer exactly as the full command line: `k2to3 lint` through
-fastlint (byte for byte, same exit code, for every option combination, falling back where it must), `--help` from
-the help cache (invalidated by the version and the terminal width), without importing typer, rich, pydantic or
-libcst; the prefilter and the process pool never change a finding; the cached rule tables are the op table's."""
+fastlint (byte for byte, same exit code, for every option combination, falling back where it must; its parse is
+click's for every lint option), `--help` of every command from the help cache (invalidated by the version and the
+terminal width), without importing typer, rich, pydantic or libcst; the prefilter and the process pool never
+change a finding; the cached rule tables are the op table's."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import typer
 from conftest import FIXTURES
 
 import k2to3
 from k2to3.core import optable, tables
+from k2to3.core.options import LINT_FORMATS, LintOptions, fields_of, flags
+from k2to3.interfaces import fastlint
+from k2to3.interfaces.cli import app
 from k2to3.source.files import Config
 from k2to3.source.run import lint_paths
 
@@ -143,7 +148,41 @@ def test_fallback_imports_the_full_cli(env, tree, tmp_path):
     assert "typer" in got["heavy"] and got["code"] == 2
 
 
-HELP_ARGS = [["--help"], [], ["-h"], ["lint", "--help"], ["convert", "--help"], ["rule", "-h"], ["nosuch", "--help"]]
+def _lint_cases() -> list[list[str]]:
+    """Every lint option (from the options model), alone and with paths around it, in each spelling click takes."""
+    cases: list[list[str]] = [[], ["a.py", "b/"]]
+    for f in fields_of(LintOptions, "lint"):
+        for flag in flags(f):
+            spelled = [[flag]] if f.type == "bool" else [[flag, "K2T1,json"], [f"{flag}=K2T1,json"]]
+            cases += [[*s] for s in spelled] + [["a.py", *s, "b/"] for s in spelled]
+    every = [w for f in fields_of(LintOptions, "lint") for w in ([flags(f)[0]] if f.type == "bool"
+                                                                  else [flags(f)[0], "x"])]
+    return [*cases, ["a.py", *every], [*every, "a.py"]]
+
+
+@pytest.mark.parametrize("args", _lint_cases(), ids=" ".join)
+def test_fast_lint_parses_every_option_as_click_does(args):
+    """fastlint's parse is click's (the full command line's) for every option of lint: same paths, same values,
+    the same defaults where an option is not given."""
+    click_lint = typer.main.get_command(app).commands["lint"]
+    params = click_lint.make_context("lint", list(args)).params
+    parsed = fastlint.parse(list(args))
+    assert parsed is not None, "fastlint takes every option of lint (the full command line is a fallback)"
+    paths, opts = parsed
+    defaults = {f.name: f.default for f in fields_of(LintOptions, "lint")}
+    assert [Path(p) for p in params.pop("paths") or ()] == paths
+    assert params == {**defaults, **opts}
+
+
+def test_lint_formats_are_the_formatters():
+    from k2to3.source.formats import FORMATS
+
+    assert LINT_FORMATS == tuple(FORMATS)
+
+
+# every command's help (and the top level's): the cache replays what typer and rich render
+COMMANDS = sorted(typer.main.get_command(app).commands)
+HELP_ARGS = [["--help"], [], ["-h"], *([c, "--help"] for c in COMMANDS), ["rule", "-h"], ["nosuch", "--help"]]
 
 
 @pytest.mark.parametrize("args", HELP_ARGS, ids=[" ".join(a) or "(none)" for a in HELP_ARGS])

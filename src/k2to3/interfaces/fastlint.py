@@ -1,8 +1,12 @@
 """`k2to3 lint` for a pre-commit hook: its options parsed here, without typer, rich or pydantic (most of the full
-command line's start-up). It runs the same function as the full command (source/command.py), so what it prints is
-the same; anything it does not parse exactly as click would (another option, a repeated one, `--`, a value that
-looks like an option) is left to the full command line, and so is an error it could not print exactly as rich
-does (on a terminal, in colour)."""
+command line's start-up). A second parser is needed because the first one is click's, and a hook runs on every
+commit: importing the full command line costs more than the lint of a few files. What it shares with the full
+command is everything but the parsing: which flags lint takes and which of them take a value come from the one
+options model (core/options.py `LintOptions`, as the full command line's lint is derived), and both run the same
+function (source/command.py), so what it prints is the same; anything it does not parse exactly as click would
+(another option, a repeated one, `--`, a value that looks like an option) is left to the full command line, and so
+is an error it could not print exactly as rich does (on a terminal, in colour). tests/test_startup.py compares its
+parse with click's for every lint option."""
 
 from __future__ import annotations
 
@@ -11,10 +15,15 @@ import re
 import sys
 from pathlib import Path
 
+from k2to3.core.options import LintOptions, fields_of, flags
 from k2to3.errors import K2to3Error
 
-FLAGS = {"--no-cache": "no_cache"}
-VALUED = {"--format": "fmt", "--select": "select", "--ignore": "ignore"}
+# Long flags of plain values only: a short flag (`-x=v` is the value `=v` to click) or a list, a size, a choice
+# (converted by interfaces/cli_options.py) is left to the full command line.
+_PLAIN = [(flag, f) for f in fields_of(LintOptions, "lint") if f.metadata["cli"] is None
+          for flag in flags(f) if flag.startswith("--")]
+FLAGS = {flag: f.name for flag, f in _PLAIN if f.type == "bool"}
+VALUED = {flag: f.name for flag, f in _PLAIN if f.type != "bool"}
 # What rich's print changes in a line: control characters and :emoji: codes.
 _RICH_CHANGES = re.compile(r"[\x00-\x1f\x7f]|:\S*?:")
 

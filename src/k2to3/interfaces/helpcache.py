@@ -1,6 +1,8 @@
 """`k2to3 --help` (and `k2to3 COMMAND --help`, `-h`, no arguments) replayed from what the full command line printed
 the first time: rendering it means importing typer, rich and the options model, most of the command's start-up;
-printing it back costs next to nothing. An entry is keyed by everything the rendering depends on: the arguments,
+printing it back costs next to nothing. It is a cache, not a second rendering: what it prints is what typer and rich
+printed, so there is no help text to keep in step with the options model (tests/test_startup.py compares it with
+the full command line's for every command). An entry is keyed by everything the rendering depends on: the arguments,
 the k2to3, Python, typer, click and rich installed (and the command-line modules' files, for a source checkout),
 whether each stream is a terminal and its size, and the environment variables rich and typer read (COLUMNS,
 NO_COLOR, FORCE_COLOR, ...). Entries live in K2TO3_CACHE_DIR/help (default ~/.cache/k2to3/help), written whole
