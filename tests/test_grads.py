@@ -299,7 +299,7 @@ def test_torch_oneDNN_crash_is_retried_without_it(pool, tmp_path):
     for w in report.get("workarounds", []):  # absent on a torch whose oneDNN does not crash here
         assert w["backend"] == "torch" and "mkldnn" in w["fix"]
     # a job wrapped by with_args carries the switch on every request
-    from k2to3.workers.pool import with_args
+    from k2to3.workers.process import with_args
 
     seen = []
 

@@ -19,7 +19,7 @@ from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool
 
 Progress = Callable[[str], None]
-WorkerJob = Callable[[Any], Any]  # a function of a worker (workers/pool.py: Pool.run)
+WorkerJob = Callable[[Any], Any]  # a function of a worker (workers/process.py; Pool.run runs it)
 Jobs = dict[str, list[WorkerJob]]  # worker role -> jobs, run in order on that worker
 Done = dict[str, list[Future]]  # worker role -> the futures of those jobs, in the same order
 

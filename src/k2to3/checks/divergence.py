@@ -7,7 +7,7 @@ from typing import Any
 
 from k2to3.checks.base import Run
 from k2to3.core.compare import first_divergent_layer
-from k2to3.workers.pool import WorkerError
+from k2to3.workers.process import WorkerError
 
 
 def locate(run: Run, backends: dict[str, Any]) -> None:

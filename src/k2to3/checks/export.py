@@ -20,7 +20,7 @@ from k2to3.checks.format import fmt
 from k2to3.core.compare import OutputStats, compare_outputs
 from k2to3.core.writable import check_dir
 from k2to3.errors import Exit, InputError
-from k2to3.workers.pool import WorkerError
+from k2to3.workers.process import WorkerError
 
 FORMATS = ("onnx", "litert", "savedmodel", "torch")
 # The backend whose worker runs each exporter: tf2onnx, the TFLite converter and ExportArchive trace a tf.function;

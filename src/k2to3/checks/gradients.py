@@ -20,7 +20,7 @@ from k2to3.checks.gradcompare import add_sensitivity, backend_row, build_section
 from k2to3.checks.rounds import longest_first, one_round
 from k2to3.core.compare import single_threaded_blas
 from k2to3.core.seeds import make_targets
-from k2to3.workers.pool import reply_or_error
+from k2to3.workers.process import reply_or_error
 
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # defaults (docs/report.md#gradients); --grad-rtol / --grad-atol
 DEFAULT_LOSS = "mean_squared_error"

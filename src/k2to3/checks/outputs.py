@@ -16,7 +16,7 @@ from k2to3.checks.base import Check, Done, Jobs, Run, WorkerJob
 from k2to3.checks.format import fmt
 from k2to3.core.compare import compare_outputs
 from k2to3.errors import Exit, K2to3Error
-from k2to3.workers.pool import WorkerError
+from k2to3.workers.process import WorkerError
 
 NOISE = "within_float32_noise"  # a backend whose every difference the measured float32 noise floor explains
 

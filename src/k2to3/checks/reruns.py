@@ -7,7 +7,7 @@ from typing import Any
 
 from k2to3.checks.base import Jobs, Run
 from k2to3.checks.rounds import switched
-from k2to3.workers.pool import WorkerError
+from k2to3.workers.process import WorkerError
 
 
 def rerun(run: Run, backends: list[str], dtype: str, prefix: str, schedule_key: str) -> dict[str, dict[str, Any]]:

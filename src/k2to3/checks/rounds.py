@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from k2to3.checks import reference_lane
 from k2to3.checks.base import Check, Done, Jobs, Run
-from k2to3.workers.pool import crashed, with_args
+from k2to3.workers.process import crashed, with_args
 
 
 def longest_first(jobs: Jobs) -> Jobs:

@@ -26,7 +26,7 @@ from k2to3.core.policies import REDUCED, REDUCED_FIT_TOLERANCE
 from k2to3.core.seeds import make_targets
 from k2to3.errors import InputError
 from k2to3.upgrade.optimizers import reference_compiles
-from k2to3.workers.pool import reply_or_error
+from k2to3.workers.process import reply_or_error
 
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
 # tf_keras and each backend at ~1e-7 relative per op; an adaptive optimizer divides by sqrt(v) + eps, which

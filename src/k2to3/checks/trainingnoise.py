@@ -28,7 +28,7 @@ from k2to3.checks.reference_lane import hold_models, role, split
 from k2to3.core import arrayfile
 from k2to3.core.compare import NOISE_K, weight_changes
 from k2to3.core.seeds import SENSITIVITY_EPS
-from k2to3.workers.pool import WorkerError, reply_or_error
+from k2to3.workers.process import WorkerError, reply_or_error
 
 # Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds): the floor of a
 # bias in front of a BatchNormalization varies with the seed, and two runs can leave it below a backend's error that

@@ -12,7 +12,8 @@ from k2to3.formats import Input, bridged
 from k2to3.formats.artifact import read_keras_config
 from k2to3.pipeline.sources import Sources
 from k2to3.upgrade.needs import collect_needs, module_name_for
-from k2to3.workers.pool import Pool, WorkerError
+from k2to3.workers.pool import Pool
+from k2to3.workers.process import WorkerError
 
 
 def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Callable[[], Pool],

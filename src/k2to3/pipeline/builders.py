@@ -18,7 +18,8 @@ from k2to3.pipeline.sources import Sources
 from k2to3.source.buildargs import call_text, cli_text
 from k2to3.source.builders import Builder, find_builders
 from k2to3.upgrade.needs import module_name_for
-from k2to3.workers.pool import Pool, WorkerError
+from k2to3.workers.pool import Pool
+from k2to3.workers.process import WorkerError
 
 
 @dataclass

@@ -15,7 +15,8 @@ from k2to3.pipeline import builders
 from k2to3.pipeline.sources import Sources
 from k2to3.source.buildargs import call_text
 from k2to3.upgrade.needs import collect_needs, module_name_for
-from k2to3.workers.pool import Pool, WorkerError
+from k2to3.workers.pool import Pool
+from k2to3.workers.process import WorkerError
 
 
 def _call(get_pool: Callable[[], Pool], op: str, **kw: Any) -> dict[str, Any]:

@@ -38,7 +38,8 @@ from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.checkpoints import bridge_checkpoint, needs_no_source
 from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
-from k2to3.workers.pool import Pool, WorkerError
+from k2to3.workers.pool import Pool
+from k2to3.workers.process import WorkerError
 
 
 def check_paths(opts: ConvertOptions) -> None:
