@@ -21,6 +21,7 @@ from k2to3.core.options import VerifyOptions
 from k2to3.core.seeds import make_targets
 from k2to3.pipeline.convert import convert
 from k2to3.pipeline.verify import verify
+from k2to3.workers.protocol import DropHeldRequest, FitGoldenRequest, FitNoiseRequest
 
 VERIFY = FIXTURES / "verify"
 
@@ -268,13 +269,13 @@ def test_gradient_floor_runs_on_the_held_reference_and_measure_only_the_nudge(po
     w = pool.get("tensorflow")
     common = {"h5": str(h5), "inputs": str(tmp_path / "x.npz"), "targets": str(tmp_path / "y.npz"), "loss": None,
               "steps": 2}
-    ref = w.call("fit_golden", weights_out=str(tmp_path / "ref.arrays"), grads_out=str(tmp_path / "g.arrays"),
-                 hold=True, **common)
+    ref = w.call(FitGoldenRequest(weights_out=str(tmp_path / "ref.arrays"), grads_out=str(tmp_path / "g.arrays"),
+                                  hold=True, **common))
     assert ref["available"] and ref["grads"]["names"]
 
     def noise(eps: float, **kw: Any) -> dict:
-        got = w.call("fit_noise", weights_out=[str(tmp_path / "n.arrays")], eps=eps, seeds=[25], keep=True,
-                     held_only=True, ref_grads=str(tmp_path / "g.arrays"), **common, **kw)
+        got = w.call(FitNoiseRequest(weights_out=[str(tmp_path / "n.arrays")], eps=eps, seeds=[25], keep=True,
+                                     held_only=True, ref_grads=str(tmp_path / "g.arrays"), **common, **kw))
         assert got["available"], got
         return got["runs"][0]
 
@@ -283,7 +284,7 @@ def test_gradient_floor_runs_on_the_held_reference_and_measure_only_the_nudge(po
     moved = noise(1e-6, grads_only=True)
     assert max(moved["grad_changes"]) > 0
     assert noise(1e-6, grads=True)["grad_changes"] == moved["grad_changes"]  # the training probe's run: the same
-    w.call("drop_held")
+    w.call(DropHeldRequest())
 
 
 @pytest.mark.slow
@@ -298,18 +299,19 @@ def test_torch_oneDNN_crash_is_retried_without_it(pool, tmp_path):
     assert t["backends"]["torch"]["status"] == "parity" and report["exit_code"] == 0
     for w in report.get("workarounds", []):  # absent on a torch whose oneDNN does not crash here
         assert w["backend"] == "torch" and "mkldnn" in w["fix"]
-    # a job wrapped by with_args carries the switch on every request
-    from k2to3.workers.process import with_args
+    # a job wrapped by with_switches carries the switch on every request
+    from k2to3.workers.process import with_switches
 
     seen = []
 
     class Fake:
-        def call(self, op, **args):
-            seen.append((op, args))
+        def call(self, req):
+            seen.append(req)
             return {}
 
-    with_args(lambda w: w.call("fit", a=1), onednn=False)(Fake())
-    assert seen == [("fit", {"a": 1, "onednn": False})]
+    req = DropHeldRequest(slot="keras3")
+    with_switches(lambda w: w.call(req), onednn=False)(Fake())
+    assert seen == [DropHeldRequest(slot="keras3", onednn=False)]
 
 
 @pytest.mark.slow

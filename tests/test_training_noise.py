@@ -20,6 +20,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from k2to3.checks.trainingnoise import BEYOND, WITHIN, judge, not_noise
+from k2to3.workers.protocol import DropHeldRequest, FitGoldenRequest, FitNoiseRequest
 
 OPT = FIXTURES / "optimizers"
 CONV_BN = OPT / "conv_bn_adam.h5"
@@ -239,16 +240,16 @@ def test_the_probe_restarts_from_the_file_state_each_run(pool, tmp_path, name):
               "steps": 2, "loss": None}
     w = pool.get("tensorflow")
     # held: the reference fit_golden loaded stays in the worker for the probe, kept between two calls
-    ref = w.call("fit_golden", weights_out=str(tmp_path / "ref.arrays"), hold=True, **common)
+    ref = w.call(FitGoldenRequest(weights_out=str(tmp_path / "ref.arrays"), hold=True, **common))
     outs = [str(tmp_path / f"p{i}.arrays") for i in range(2)]
-    probes = [w.call("fit_noise", weights_out=outs[:1], eps=0.0, seeds=[1], keep=True, **common),
-              w.call("fit_noise", weights_out=outs[1:], eps=0.0, seeds=[2], **common)]
-    assert w.call("drop_held")["dropped"] == []  # the last call without keep released it
+    probes = [w.call(FitNoiseRequest(weights_out=outs[:1], eps=0.0, seeds=[1], keep=True, **common)),
+              w.call(FitNoiseRequest(weights_out=outs[1:], eps=0.0, seeds=[2], **common))]
+    assert w.call(DropHeldRequest())["dropped"] == []  # the last call without keep released it
     assert ref["available"] and ref["state_loaded"] and all(p["available"] for p in probes)
     # not held: loaded again, and measured against the reference's weights in the file named, or saved whole
-    again = w.call("fit_noise", weights_out=[str(tmp_path / "q.arrays")], eps=0.0, seeds=[1], **common)
-    named = w.call("fit_noise", weights_out=[str(tmp_path / "r.arrays")], eps=0.0, seeds=[1],
-                   ref_weights=str(tmp_path / "ref.arrays"), **common)
+    again = w.call(FitNoiseRequest(weights_out=[str(tmp_path / "q.arrays")], eps=0.0, seeds=[1], **common))
+    named = w.call(FitNoiseRequest(weights_out=[str(tmp_path / "r.arrays")], eps=0.0, seeds=[1],
+                                   ref_weights=str(tmp_path / "ref.arrays"), **common))
     assert again["load_seconds"] > max(p["load_seconds"] for p in probes)
     want = _weights(tmp_path / "ref.arrays")
     runs = [p["runs"][0] for p in (*probes, again, named)]
@@ -259,8 +260,8 @@ def test_the_probe_restarts_from_the_file_state_each_run(pool, tmp_path, name):
         assert run["changes"] == [0.0] * len(want) and not Path(outs[0]).exists()
     assert "changes" not in runs[2]
     assert all(np.array_equal(a, b) for a, b in zip(_weights(tmp_path / "q.arrays"), want, strict=True))
-    nudged = w.call("fit_noise", weights_out=outs[:1], eps=1e-6, seeds=[1], ref_weights=str(tmp_path / "ref.arrays"),
-                    **common)
+    nudged = w.call(FitNoiseRequest(weights_out=outs[:1], eps=1e-6, seeds=[1],
+                                    ref_weights=str(tmp_path / "ref.arrays"), **common))
     assert max(nudged["runs"][0]["changes"]) > 0  # and a nudge moves them
 
 

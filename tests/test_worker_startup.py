@@ -15,6 +15,7 @@ import pytest
 from conftest import FIXTURES
 
 from k2to3.workers.pool import Pool
+from k2to3.workers.protocol import LoadedRequest
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -111,7 +112,7 @@ def test_a_converted_model_verifies_on_torch_with_the_stand_in(tmp_path):
     with Pool(backends=("torch",), golden=True) as pool:
         result = convert(str(FIXTURES / "h5" / "fm19_hard_sigmoid.h5"), str(out), pool=pool, backends=("torch",))
         log_dir = pool.log_dir
-        probe = pool.get("torch").call("loaded", names=["torch._dynamo", "IPython"])
+        probe = pool.get("torch").call(LoadedRequest(names=["torch._dynamo", "IPython"]))
     assert result.verdict == "parity", result.verdict
     assert probe["loaded"] == {"torch._dynamo": False, "IPython": False}
     assert not log_dir.exists()  # the pool removes the log directory it made
@@ -126,7 +127,7 @@ def test_torch_trains_and_differentiates_without_dynamo(tmp_path):
     with Pool(backends=("torch",), golden=True) as pool:
         rep = convert(ConvertOptions(src=FIXTURES / "optimizers" / "adam_legacy.h5", output=tmp_path / "m.keras",
                                      fit_steps=2, grads=True, backends=("torch",)), pool=pool)
-        probe = pool.get("torch").call("loaded", names=["torch._dynamo"])
+        probe = pool.get("torch").call(LoadedRequest(names=["torch._dynamo"]))
     assert rep["training"]["backends"]["torch"]["status"] == "parity", rep["training"]["backends"]["torch"]
     assert rep["gradients"]["backends"]["torch"]["status"] == "parity"
     assert probe["loaded"] == {"torch._dynamo": False}

@@ -8,6 +8,7 @@ from typing import Any
 from k2to3.checks.base import Run
 from k2to3.core.compare import first_divergent_layer
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import GoldenRequest, VerifyRequest
 
 
 def locate(run: Run, backends: dict[str, Any]) -> None:
@@ -17,20 +18,20 @@ def locate(run: Run, backends: dict[str, Any]) -> None:
         return
     try:
         if ref_kind == "keras2-tf_keras":
-            ref_reply = run.pool.get("tensorflow").call(
-                "golden", h5=str(run.reference_h5), inputs=run.npz("inputs"), out=run.npz("golden2"), layers=True,
-                layers_out=run.npz("golden-layers"), **run.golden_args)
+            ref_reply: Any = run.pool.get("tensorflow").call(GoldenRequest(
+                h5=str(run.reference_h5), inputs=run.npz("inputs"), out=run.npz("golden2"), layers=True,
+                layers_out=run.npz("golden-layers"), **run.golden_args))
         else:
-            ref_reply = run.pool.get(ref_kind.split("-", 1)[1]).call(
-                "verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz("ref2"), layers=True,
-                layers_out=run.npz("ref-layers"), modules=run.modules)
+            ref_reply = run.pool.get(ref_kind.split("-", 1)[1]).call(VerifyRequest(
+                keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz("ref2"), layers=True,
+                layers_out=run.npz("ref-layers"), modules=run.modules))
         ref_layers = dict(zip(ref_reply["layer_names"], run.load(
             "golden-layers" if ref_kind == "keras2-tf_keras" else "ref-layers")))
         inverse = {new: old for old, new in run.plan.renames.items()}
         for b in bad:
-            rep = run.pool.get(b).call("verify", keras=str(run.keras), inputs=run.npz("inputs"),
-                                       out=run.npz(f"probe-{b}"), layers=True, layers_out=run.npz(f"layers-{b}"),
-                                       modules=run.modules)
+            rep = run.pool.get(b).call(VerifyRequest(keras=str(run.keras), inputs=run.npz("inputs"),
+                                                     out=run.npz(f"probe-{b}"), layers=True,
+                                                     layers_out=run.npz(f"layers-{b}"), modules=run.modules))
             got = dict(zip(rep["layer_names"], run.load(f"layers-{b}")))
             first, rows = first_divergent_layer(rep["layer_names"], got, ref_layers, inverse, run.rtol, run.atol)
             backends[b]["first_divergent_layer"] = first

@@ -21,6 +21,7 @@ from k2to3.core.compare import OutputStats, compare_outputs
 from k2to3.core.writable import check_dir
 from k2to3.errors import Exit, InputError
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import ExportRequest
 
 FORMATS = ("onnx", "litert", "savedmodel", "torch")
 # The backend whose worker runs each exporter: tf2onnx, the TFLite converter and ExportArchive trace a tf.function;
@@ -60,9 +61,9 @@ def jobs(run: Run) -> Jobs:
     target = run.export
     assert target is not None
     backend = EXPORTER_BACKEND[target["format"]]
-    return {backend: [lambda w: w.call("export", keras=str(run.keras), format=target["format"],
-                                       path=str(target["temp"]), inputs=run.npz("inputs"),
-                                       out=run.npz("exported"), modules=run.modules)]}
+    return {backend: [lambda w: w.call(ExportRequest(keras=str(run.keras), format=target["format"],
+                                                     path=str(target["temp"]), inputs=run.npz("inputs"),
+                                                     out=run.npz("exported"), modules=run.modules))]}
 
 
 def _worst(stats: list[OutputStats]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from k2to3.checks.rounds import longest_first, one_round
 from k2to3.core.compare import single_threaded_blas
 from k2to3.core.seeds import make_targets
 from k2to3.workers.process import reply_or_error
+from k2to3.workers.protocol import GoldenGradsRequest, GradsRequest
 
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # defaults (docs/report.md#gradients); --grad-rtol / --grad-atol
 DEFAULT_LOSS = "mean_squared_error"
@@ -80,13 +81,13 @@ def standalone_jobs(run: Run) -> Jobs:
                                                                                        else ""))
 
     def k3(b: str) -> Any:
-        return lambda w: w.call("grads", keras=str(run.keras), out=run.arrays(f"grads-{b}"), modules=run.modules,
-                                **common)
+        return lambda w: w.call(GradsRequest(keras=str(run.keras), out=run.arrays(f"grads-{b}"), modules=run.modules,
+                                             **common))
 
     @reference_lane.on_reference
     def k2(w: Any) -> Any:
-        return w.call("golden_grads", h5=str(run.reference_h5), out=run.arrays("grads-golden"), **common,
-                      **run.golden_args)
+        return w.call(GoldenGradsRequest(h5=str(run.reference_h5), out=run.arrays("grads-golden"), **common,
+                                         **run.golden_args))
 
     jobs = {"tensorflow": [*([k2] if golden else []), *([k3("tensorflow")] if "tensorflow" in run.backends else [])],
             **{b: [k3(b)] for b in run.backends if b != "tensorflow"}}

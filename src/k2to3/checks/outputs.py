@@ -17,6 +17,7 @@ from k2to3.checks.format import fmt
 from k2to3.core.compare import compare_outputs
 from k2to3.errors import Exit, K2to3Error
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import GoldenReferenceRequest, GoldenRequest, VerifyRequest
 
 NOISE = "within_float32_noise"  # a backend whose every difference the measured float32 noise floor explains
 
@@ -25,7 +26,7 @@ def _golden_job(run: Run) -> WorkerJob:
     """The tf_keras golden (the tensorflow worker's first job, or the reference worker's: reference_lane.py). With
     --fit-steps every worker keeps the model it loads for the training steps (reference_lane.hold_models): the golden is
     then computed by the reference those steps train (op golden_reference), for a plain file."""
-    golden_op = "golden_reference" if reference_lane.hold_models(run) and not run.golden_args else "golden"
+    held = reference_lane.hold_models(run) and not run.golden_args
     # the training steps joined to this round take their targets' shapes from the golden (training.Targets)
     written = run.state["golden_written"] = threading.Event()
 
@@ -34,8 +35,10 @@ def _golden_job(run: Run) -> WorkerJob:
         try:
             if _computes_golden(run):
                 try:
-                    golden = w.call(golden_op, h5=str(run.reference_h5), inputs=run.npz("inputs"),
-                                    out=run.npz("golden"), layers=False, loss=run.options.loss, **run.golden_args)
+                    where = {"h5": str(run.reference_h5), "inputs": run.npz("inputs"), "out": run.npz("golden"),
+                             **run.golden_args}
+                    golden = w.call(GoldenReferenceRequest(loss=run.options.loss, **where) if held
+                                    else GoldenRequest(**where))
                 except WorkerError as exc:
                     gerr = exc
         finally:
@@ -64,8 +67,8 @@ def jobs(run: Run) -> Jobs:
     hold = reference_lane.hold_models(run)
 
     def verify_on(b: str) -> Any:
-        return lambda w: w.call("verify", keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
-                                layers=False, modules=run.modules, hold=hold)
+        return lambda w: w.call(VerifyRequest(keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),
+                                              modules=run.modules, hold=hold))
 
     early = run.state.pop("early_golden", None)
     tf = [*([early or _golden_job(run)] if run.given is None else []),

@@ -8,6 +8,7 @@ from typing import Any
 from k2to3.checks.base import Jobs, Run
 from k2to3.checks.rounds import switched
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import Float64Request
 
 
 def rerun(run: Run, backends: list[str], dtype: str, prefix: str, schedule_key: str) -> dict[str, dict[str, Any]]:
@@ -26,7 +27,7 @@ def rerun(run: Run, backends: list[str], dtype: str, prefix: str, schedule_key: 
     names: dict[str, list[str]] = {}
     for name, (kind, args) in calls.items():
         jobs.setdefault(kind, []).append(
-            lambda w, name=name, args=args: w.call("float64", out=run.npz(f"{prefix}-{name}"), **args))
+            lambda w, name=name, args=args: w.call(Float64Request(out=run.npz(f"{prefix}-{name}"), **args)))
         names.setdefault(kind, []).append(name)
     weight_bytes = (8 if dtype == "float64" else 4) * int(run.report.get("ledger", {}).get("params_restored") or 0)
     done = run.pool.run(switched(run, jobs), weight_bytes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from k2to3.checks import reference_lane
 from k2to3.checks.base import Check, Done, Jobs, Run
-from k2to3.workers.process import crashed, with_args
+from k2to3.workers.process import crashed, with_switches
 
 
 def longest_first(jobs: Jobs) -> Jobs:
@@ -16,11 +16,11 @@ def longest_first(jobs: Jobs) -> Jobs:
 
 
 def switched(run: Run, jobs: Jobs) -> Jobs:
-    """The jobs with the run's per-job worker switches (child._job_switches): `fixed_random` for a model that draws
-    random numbers."""
+    """The jobs with the run's per-job worker switches (protocol.Request, child._job_switches): `fixed_random` for a
+    model that draws random numbers."""
     if not run.fixed_random:
         return jobs
-    return {role: [with_args(j, fixed_random=True) for j in js] for role, js in jobs.items()}
+    return {role: [with_switches(j, fixed_random=True) for j in js] for role, js in jobs.items()}
 
 
 def one_round(run: Run, queued: list[tuple[Check, Jobs]], release_finished: bool = False) -> dict[str, Done]:
@@ -57,7 +57,7 @@ def _torch_without_onednn(run: Run, jobs: list, done: Done) -> None:
     with oneDNN off; when they pass, their replies stand and `workarounds` tells the user what their own torch
     training of this model needs."""
     run.progress("torch crashed in its backward pass; running its jobs again with oneDNN off")
-    again = run.pool.run(switched(run, {"torch": [with_args(j, onednn=False) for j in jobs]}), run.weight_bytes)
+    again = run.pool.run(switched(run, {"torch": [with_switches(j, onednn=False) for j in jobs]}), run.weight_bytes)
     if any(crashed(f) for f in again["torch"]):
         return
     done["torch"] = again["torch"]

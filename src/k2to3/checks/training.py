@@ -27,6 +27,7 @@ from k2to3.core.seeds import make_targets
 from k2to3.errors import InputError
 from k2to3.upgrade.optimizers import reference_compiles
 from k2to3.workers.process import reply_or_error
+from k2to3.workers.protocol import FitGoldenRequest, FitRequest
 
 # Training tolerances (docs/optimizers.md): float32 steps. Kernels and accumulation order differ between
 # tf_keras and each backend at ~1e-7 relative per op; an adaptive optimizer divides by sqrt(v) + eps, which
@@ -222,17 +223,17 @@ def jobs(run: Run) -> Jobs:
     def golden(w: Any) -> Any:
         with early.reference() as got:
             targets.ensure("tensorflow")
-            got.append(w.call("fit_golden", h5=str(run.reference_h5), weights_out=run.arrays("fit-ref"), **common,
-                              **run.golden_args, **probe, hold=run.state["training"]["held"]))
+            got.append(w.call(FitGoldenRequest(h5=str(run.reference_h5), weights_out=run.arrays("fit-ref"), **common,
+                                               **run.golden_args, **probe, hold=run.state["training"]["held"])))
             trainingnoise.start_first_round(run, got[0])  # a model training BatchNormalization: now
         return got[0]
 
     def k3(b: str) -> Any:
         def job(w: Any) -> Any:
             targets.ensure(b)
-            reply = w.call("fit", keras=str(run.keras), weights_out=run.arrays(f"fit-{b}"),
-                           modules=run.modules, **common,
-                           **({"grads_out": run.arrays(f"grads-{b}")} if step_grads else {}))
+            reply = w.call(FitRequest(keras=str(run.keras), weights_out=run.arrays(f"fit-{b}"),
+                                      modules=run.modules, **common,
+                                      grads_out=run.arrays(f"grads-{b}") if step_grads else None))
             early.backend(b, reply)
             return reply
 

@@ -29,6 +29,7 @@ from k2to3.core import arrayfile
 from k2to3.core.compare import NOISE_K, weight_changes
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.process import WorkerError, reply_or_error
+from k2to3.workers.protocol import DropHeldRequest, FitNoiseRequest
 
 # Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds): the floor of a
 # bias in front of a BatchNormalization varies with the seed, and two runs can leave it below a backend's error that
@@ -65,7 +66,7 @@ def release(run: Run) -> None:
 
     def drop(worker: Any) -> None:
         try:
-            worker.call("drop_held")
+            worker.call(DropHeldRequest())
         except WorkerError:
             pass
 
@@ -108,8 +109,9 @@ def _job(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, held_
         if run.state["training"].get("step_grads") and eps == NUDGE_EPS else {}
 
     def job(w: Any) -> Any:
-        return w.call("fit_noise", h5=str(run.reference_h5), weights_out=outs, eps=eps, seeds=seeds, keep=keep,
-                      held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **grads, **run.golden_args)
+        return w.call(FitNoiseRequest(h5=str(run.reference_h5), weights_out=outs, eps=eps, seeds=seeds, keep=keep,
+                                      held_only=held_only, ref_weights=run.arrays("fit-ref"), **common, **grads,
+                                      **run.golden_args))
 
     return job
 

@@ -14,6 +14,7 @@ from k2to3.pipeline.sources import Sources
 from k2to3.upgrade.needs import collect_needs, module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import BridgeRequest
 
 
 def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Callable[[], Pool],
@@ -42,8 +43,8 @@ def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Cal
     progress(f"loading the {fmt} with tf_keras (safe_mode=True) and re-saving it as Keras 2 HDF5")
     out = work / "bridged.h5"
     try:
-        reply = get_pool().get("tensorflow").call("bridge", src=str(inp.path), out=str(out),
-                                                 k2_module=str(k2_module) if k2_module else None)
+        reply = get_pool().get("tensorflow").call(BridgeRequest(src=str(inp.path), out=str(out),
+                                                                k2_module=str(k2_module) if k2_module else None))
     except WorkerError as exc:
         raise NotPortable(f"{inp.path}: tf_keras could not load the {fmt}: {exc.message}",
                           hint="load it in Keras 2 and model.save('model.h5'), then convert the .h5") from None

@@ -20,6 +20,7 @@ from k2to3.source.builders import Builder, find_builders
 from k2to3.upgrade.needs import module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import ProbeBuildsRequest
 
 
 @dataclass
@@ -65,8 +66,8 @@ def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output
             continue
         progress(f"building {len(batch)} candidate(s) with tf_keras to match the file's {len(groups)} weight groups")
         try:
-            reply = get_pool().get("tensorflow").call("probe_builds", candidates=batch, groups=groups,
-                                                      order_free=order_free)
+            reply = get_pool().get("tensorflow").call(ProbeBuildsRequest(candidates=batch, groups=groups,
+                                                                         order_free=order_free))
         except WorkerError as exc:
             raise NotPortable(f"{weights}: building the candidates failed: {exc.message}",
                               hint="pass --src FILE.py:FUNCTION --build-args ...") from None

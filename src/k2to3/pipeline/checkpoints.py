@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from k2to3.errors import Exit, K2to3Error, NotPortable
 from k2to3.formats import Input, bridged
@@ -17,11 +17,14 @@ from k2to3.source.buildargs import call_text
 from k2to3.upgrade.needs import collect_needs, module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import CkptBridgeRequest, CkptGroupsRequest, Request
+
+R = TypeVar("R")
 
 
-def _call(get_pool: Callable[[], Pool], op: str, **kw: Any) -> dict[str, Any]:
+def _call(get_pool: Callable[[], Pool], req: Request[R]) -> R:
     try:
-        return get_pool().get("tensorflow").call(op, **kw)
+        return get_pool().get("tensorflow").call(req)
     except WorkerError as exc:
         raise K2to3Error(exc.message, Exit(exc.code) if exc.code is not None else Exit.USAGE) from None
 
@@ -32,7 +35,7 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
     if sources.index is None:
         raise NotPortable(f"{inp.path}: a TF checkpoint holds weights, not the model",
                           hint="pass the source of the function that builds it: --src FILE.py[:FUNCTION]")
-    index = _call(get_pool, "ckpt_groups", prefix=prefix)  # its declared sizes checked before anything is read
+    index = _call(get_pool, CkptGroupsRequest(prefix=prefix))  # its declared sizes checked before anything is read
     chosen = builders.Chosen(sources.build_fn or "", sources.build_args, None)
     if builders.needs_search(sources, None):
         chosen = builders.choose(sources, index["groups"], inp.path, output, work, get_pool, progress,
@@ -51,8 +54,8 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
     out = work / "checkpoint.h5"
     progress(f"loading the TF checkpoint into {call_text(chosen.fn, chosen.build_args)} with tf_keras and "
              "re-saving it as Keras 2 HDF5")
-    reply = _call(get_pool, "ckpt_bridge", prefix=prefix, k2_module=str(k2), fn=chosen.fn,
-                  build_args=chosen.build_args, out=str(out))
+    reply = _call(get_pool, CkptBridgeRequest(prefix=prefix, k2_module=str(k2), fn=chosen.fn,
+                                              build_args=chosen.build_args, out=str(out)))
     sources.build_fn, sources.build_args, sources.match = chosen.fn, chosen.build_args, chosen.match
     info = {"format": "TF checkpoint", "keras_version": reply["keras_version"], "checkpoint": {
         "prefix": prefix, "declared_bytes": index["declared_bytes"], "data_bytes": index["data_bytes"],

@@ -40,6 +40,7 @@ from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inp
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import BuildRequest
 
 
 def check_paths(opts: ConvertOptions) -> None:
@@ -306,9 +307,9 @@ def _build(run: Run, pair: bool, build_fn: str | None, tol_source: str) -> None:
     run.pool.start(run.weight_bytes)
     outputs_check.start_reference(run)  # with --fit-steps: tf_keras's golden beside the build, on a worker of its own
     try:
-        build = run.pool.get("tensorflow").call("build", plan=str(plan_path), h5=str(run.reference_h5),
-                                                out=str(run.keras), modules=run.modules, build_fn=build_fn,
-                                                build_args=run.golden_args.get("build_args"))
+        build = run.pool.get("tensorflow").call(BuildRequest(
+            plan=str(plan_path), h5=str(run.reference_h5), out=str(run.keras), modules=run.modules, build_fn=build_fn,
+            build_args=run.golden_args.get("build_args")))
     except WorkerError as exc:
         raise _as_user_error(exc) from None
     run.pool.learn("tensorflow", run.weight_bytes)

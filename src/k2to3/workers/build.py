@@ -11,25 +11,26 @@ from typing import Any
 
 from k2to3.errors import K2to3Error
 from k2to3.workers import lean
+from k2to3.workers.protocol import BuildRequest
 from k2to3.workers.runtime import constant_initializers, import_modules, keras3, weights_on_disk
 from k2to3.workers.slices import weight_hash
 
 
-def op_build(req: dict[str, Any]) -> dict[str, Any]:
+def op_build(req: BuildRequest) -> dict[str, Any]:
     keras = keras3()
     from k2to3.formats.artifact import read_artifact
     from k2to3.workers.rebuild import build_model
     from k2to3.workers.restore import restore
 
     t0 = time.perf_counter()
-    import_modules(req)
-    with open(req["plan"]) as fh:
+    import_modules(req.modules)
+    with open(req.plan) as fh:
         plan = json.load(fh)
-    artifact = read_artifact(req["h5"], weights_only_ok=bool(req.get("build_fn")))
+    artifact = read_artifact(req.h5, weights_only_ok=bool(req.build_fn))
     skipped: list[str] = []  # the build function's own load_weights calls
     notes: list[dict[str, str]] = []  # rule findings made here (K2T436-K2T437 on a source-built model)
     with constant_initializers(keras):  # every variable is then restored, and the ledger proves it
-        if req.get("build_fn"):
+        if req.build_fn:
             from k2to3.workers.masks import keras2_masks
 
             with keras2_masks(keras, notes):
@@ -50,17 +51,17 @@ def op_build(req: dict[str, Any]) -> dict[str, Any]:
         )
     warnings = [f"the build function's own load_weights({p!r}) was skipped: the converted file's weights are restored"
                 for p in skipped]
-    if req.get("build_fn"):
+    if req.build_fn:
         warnings.extend(_unsaveable_compile(keras, model))
     if plan.get("compile"):
         warnings.extend(_compile(keras, model, plan["compile"]))
     optimizer = None
-    if req.get("optimizer_state", True) and artifact.model_config is not None:
+    if req.optimizer_state and artifact.model_config is not None:
         from k2to3.workers.optstate import migrate
 
         optimizer = migrate(keras, model, artifact, pairs)
-    with weights_on_disk(req["out"]), lean.keras3_saving():
-        model.save(req["out"])
+    with weights_on_disk(req.out), lean.keras3_saving():
+        model.save(req.out)
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
                     "dtype": str(t.dtype), "embedding_input_dim": _embedding_fed(keras, model, t)}
@@ -120,13 +121,13 @@ def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
                              "layer; give it name= in the source or pass --src FILE:FUNCTION")
 
 
-def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
+def _call_build_fn(keras: Any, req: BuildRequest, skipped: list[str]) -> Any:
     from k2to3.errors import STAND_IN_MARK, Exit
     from k2to3.workers.builders import call_build, target
 
-    module = sys.modules[os.path.splitext(os.path.basename(req["modules"][0]))[0]]
+    module = sys.modules[os.path.splitext(os.path.basename(req.modules[0]))[0]]
     try:
-        return call_build(target(module, req["build_fn"]), req["build_fn"], req.get("build_args"), keras.Model,
+        return call_build(target(module, req.build_fn), req.build_fn, req.build_args, keras.Model,
                           skipped)
     except NotImplementedError as exc:  # a definition the generated module could not rewrite, and the build uses
         if STAND_IN_MARK not in str(exc):
@@ -138,18 +139,18 @@ def _call_build_fn(keras: Any, req: dict[str, Any], skipped: list[str]) -> Any:
         raise _build_failed(req, exc) from None
 
 
-def _build_failed(req: dict[str, Any], exc: Exception) -> K2to3Error:
+def _build_failed(req: BuildRequest, exc: Exception) -> K2to3Error:
     """The build function (tf_keras built it; the search confirmed that) raised under Keras 3: a Keras 2 idiom
     Keras 3 rejects (Input(shape=2), not (2,)). Names the line of the generated module, a precise stop (exit 3)."""
     import traceback
 
     from k2to3.errors import Exit
 
-    module = os.path.basename(req["modules"][0])
+    module = os.path.basename(req.modules[0])
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if os.path.basename(f.filename) == module]
     where = f" at {module}:{frames[-1].lineno} (`{(frames[-1].line or '').strip()[:80]}`)" if frames else ""
     first = (str(exc).strip().splitlines() or [""])[0][:200]
-    return K2to3Error(f"{req['build_fn']} fails under Keras 3{where}: {type(exc).__name__}: {first}",
+    return K2to3Error(f"{req.build_fn} fails under Keras 3{where}: {type(exc).__name__}: {first}",
                       Exit.NOT_PORTABLE, hint="the build ran under tf_keras; rewrite that line for Keras 3 in the "
                       "source (k2to3 lint names most such calls)")
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from k2to3.errors import K2to3Error
+from k2to3.workers.protocol import ProbeBuildsRequest
 from k2to3.workers.runtime import import_module
 
 
@@ -145,14 +146,14 @@ def compare(file_groups: list[dict[str, Any]], built: list[dict[str, Any]]) -> d
             "cudnn": ", ".join(cudnn)}
 
 
-def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
+def op_probe_builds(req: ProbeBuildsRequest) -> dict[str, Any]:
     """Build each candidate with tf_keras from the Keras 2 module of its --src function (the user's code as written,
     in this worker only), in the order given; a function's first build whose weights match the file's in full ends
     its tries."""
     import tf_keras
 
     tried, matched = [], set()
-    for cand in req["candidates"]:
+    for cand in req.candidates:
         if cand["fn"] in matched:  # a function's first full match is its answer: cheapest first
             continue
         t0 = time.perf_counter()
@@ -164,7 +165,7 @@ def op_probe_builds(req: dict[str, Any]) -> dict[str, Any]:
                 raise K2to3Error("made no keras Model")
             got = {}
             for pick, model in found:  # `return actor, critic`: the one whose weights are the file's
-                got = compare(req["groups"], weight_groups(model, bool(req.get("order_free"))))
+                got = compare(req.groups, weight_groups(model, bool(req.order_free)))
                 got["params"] = int(model.count_params())
                 if got["full"]:
                     if len(found) > 1:

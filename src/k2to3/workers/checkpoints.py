@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.errors import K2to3Error
+from k2to3.workers.protocol import CkptBridgeRequest, CkptGroupsRequest
 from k2to3.workers.runtime import import_module
 
 LAYER = re.compile(r"^layer_with_weights-(\d+)/([^/]+)/\.ATTRIBUTES/VARIABLE_VALUE$")
@@ -113,23 +114,23 @@ def _restored_legacy_slots(prefix: str, model: Any, optimizer: Any) -> int:
     return same
 
 
-def op_ckpt_groups(req: dict[str, Any]) -> dict[str, Any]:
-    return read_index(req["prefix"])
+def op_ckpt_groups(req: CkptGroupsRequest) -> dict[str, Any]:
+    return read_index(req.prefix)
 
 
-def op_ckpt_bridge(req: dict[str, Any]) -> dict[str, Any]:
+def op_ckpt_bridge(req: CkptBridgeRequest) -> dict[str, Any]:
     import tf_keras
 
     from k2to3.workers.builders import call_build, target
 
-    index = read_index(req["prefix"])  # checked again here: the files could have changed since
-    module = import_module(req["k2_module"])
-    model = call_build(target(module.K2TO3_OBJECTS, req["fn"]), req["fn"], req.get("build_args"), tf_keras.Model)
-    status = model.load_weights(req["prefix"])
+    index = read_index(req.prefix)  # checked again here: the files could have changed since
+    module = import_module(req.k2_module)
+    model = call_build(target(module.K2TO3_OBJECTS, req.fn), req.fn, req.build_args, tf_keras.Model)
+    status = model.load_weights(req.prefix)
     try:
         status.assert_existing_objects_matched()
     except AssertionError as exc:
-        raise K2to3Error(f"{req['prefix']}: the checkpoint does not hold every weight of the model the build "
+        raise K2to3Error(f"{req.prefix}: the checkpoint does not hold every weight of the model the build "
                          f"function makes ({str(exc).splitlines()[0][:160]})",
                          hint="pass the build function and --build-args it was trained with") from None
     slots = 0
@@ -137,11 +138,11 @@ def op_ckpt_bridge(req: dict[str, Any]) -> dict[str, Any]:
     if optimizer is not None and index["optimizer_values"]:
         if hasattr(optimizer, "build"):  # the slots are created now, and restored as they are
             optimizer.build(model.trainable_variables)
-            slots = _restored_slots(req["prefix"], optimizer)
+            slots = _restored_slots(req.prefix, optimizer)
         else:  # optimizer_v2: its slots and step counter are created (and restored) on demand
             optimizer._create_all_weights(model.trainable_variables)
-            slots = _restored_legacy_slots(req["prefix"], model, optimizer)
-    model.save(req["out"], save_format="h5", include_optimizer=True)
+            slots = _restored_legacy_slots(req.prefix, model, optimizer)
+    model.save(req.out, save_format="h5", include_optimizer=True)
     return {"keras_version": tf_keras.__version__, "optimizer_values": index["optimizer_values"],
             "optimizer_restored": slots, "compiled": optimizer is not None,
             "optimizer_layout": index["optimizer_layout"],

@@ -1,8 +1,9 @@
 """Child side of the worker protocol: `python -m k2to3.workers.child BACKEND`.
 
 The parent sets KERAS_BACKEND, KERAS_HOME and thread limits in the environment before this process starts, so the
-backend is fixed before keras is imported. Requests arrive as JSON lines on stdin and are served in order by the
-op modules of this package (OPS); tensorflow, torch, jax and tf_keras are imported only in this process.
+backend is fixed before keras is imported. Requests arrive as JSON lines on stdin, each read into its op's typed
+request (workers/protocol.py) and served in order by the op function OPS names for that type; tensorflow, torch,
+jax and tf_keras are imported only in this process.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from k2to3.errors import K2to3Error, NotRunnableHere
@@ -29,6 +31,7 @@ from k2to3.workers import (
     grads,
     held,
     memory,
+    protocol,
     reference,
     reruns,
     verify,
@@ -52,16 +55,16 @@ def _pin_threads(backend: str) -> None:
         torch.set_num_threads(n)
 
 
-def _job_switches(backend: str, req: dict[str, Any]) -> contextlib.AbstractContextManager[Any]:
-    """Per-job backend switches the parent may set on any request: `onednn: false` runs a torch job with oneDNN
-    (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/rounds.py);
-    `fixed_random: true` draws a fixed pattern in place of every random draw (a model whose graph draws them)."""
+def _job_switches(backend: str, req: protocol.Request[Any]) -> contextlib.AbstractContextManager[Any]:
+    """The per-job backend switches every request carries (protocol.Request): `onednn=False` runs a torch job with
+    oneDNN (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/rounds.py);
+    `fixed_random=True` draws a fixed pattern in place of every random draw (a model whose graph draws them)."""
     stack = contextlib.ExitStack()
-    if backend == "torch" and req.get("onednn") is False:
+    if backend == "torch" and req.onednn is False:
         import torch
 
         stack.enter_context(torch.backends.mkldnn.flags(enabled=False))
-    if req.get("fixed_random"):  # the model draws random numbers: a fixed pattern on every side (fixed_random.py)
+    if req.fixed_random:  # the model draws random numbers: a fixed pattern on every side (fixed_random.py)
         stack.enter_context(fixed_random.fixed(backend))
     return stack
 
@@ -113,11 +116,27 @@ def _cleanup() -> None:
         sys.modules["tf_keras"].backend.clear_session()
 
 
-OPS = {"build": build.op_build, "probe_builds": builders.op_probe_builds, "ckpt_groups": checkpoints.op_ckpt_groups,
-       "ckpt_bridge": checkpoints.op_ckpt_bridge,
-       "verify": verify.op_verify, "golden": golden.op_golden, "bridge": golden.op_bridge,
-       "float64": reruns.op_float64, "grads": grads.op_grads, "golden_grads": grads.op_golden_grads, **fit.OPS,
-       **fitnoise.OPS, **held.OPS, **reference.OPS, "export": export.op_export, "loaded": deferred.op_loaded}
+# The one table of the ops this process serves: each op's request type (workers/protocol.py, where the op is
+# registered with its name and reply type) -> the function that serves it, called with the parsed request.
+OPS: dict[type[protocol.Request[Any]], Callable[[Any], dict[str, Any]]] = {
+    protocol.BuildRequest: build.op_build,
+    protocol.ProbeBuildsRequest: builders.op_probe_builds,
+    protocol.CkptGroupsRequest: checkpoints.op_ckpt_groups,
+    protocol.CkptBridgeRequest: checkpoints.op_ckpt_bridge,
+    protocol.VerifyRequest: verify.op_verify,
+    protocol.GoldenRequest: golden.op_golden,
+    protocol.GoldenReferenceRequest: reference.op_golden_reference,
+    protocol.BridgeRequest: golden.op_bridge,
+    protocol.Float64Request: reruns.op_float64,
+    protocol.GradsRequest: grads.op_grads,
+    protocol.GoldenGradsRequest: grads.op_golden_grads,
+    protocol.FitRequest: fit.op_fit,
+    protocol.FitGoldenRequest: fit.op_fit_golden,
+    protocol.FitNoiseRequest: fitnoise.op_fit_noise,
+    protocol.DropHeldRequest: held.op_drop_held,
+    protocol.ExportRequest: export.op_export,
+    protocol.LoadedRequest: deferred.op_loaded,
+}
 
 
 def main() -> None:
@@ -148,13 +167,13 @@ def main() -> None:
     gc.freeze()
     proto.write(json.dumps({"ok": True, "ready": backend, "memory": memory.figures()}) + "\n")
     for line in sys.stdin:
-        req = json.loads(line)
-        if req.get("op") == "shutdown":
-            break
         memory.reset_peak()  # the reply's peak is this job's
         try:
+            req = protocol.decode_request(line)  # the op's request type, or a ProtocolError
+            if req is None:  # the shutdown line
+                break
             with _job_switches(backend, req):
-                reply = {"ok": True, **OPS[req["op"]](req)}
+                reply = {"ok": True, **OPS[type(req)](req)}
         except K2to3Error as exc:
             reply = {"ok": False, "error": exc.line(), "code": int(exc.code), "traceback": traceback.format_exc(),
                      "not_runnable": isinstance(exc, NotRunnableHere)}

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from k2to3.workers.protocol import LoadedRequest
+
 DYNAMO = "torch._dynamo"
 
 
@@ -97,8 +99,8 @@ def dynamo_scope(keras: Any) -> AbstractContextManager[None]:
     return dynamo_stand_in() if keras.backend.backend() == "torch" else nullcontext()
 
 
-def op_loaded(req: dict[str, Any]) -> dict[str, Any]:
-    """Which of req["names"] this worker has really imported (the stand-in does not count): for the tests and a
+def op_loaded(req: LoadedRequest) -> dict[str, Any]:
+    """Which of `req.names` this worker has really imported (the stand-in does not count): for the tests and a
     user's diagnosis of a slow start."""
     return {"loaded": {name: (_real_dynamo() if name == DYNAMO else sys.modules.get(name)) is not None
-                       for name in req["names"]}}
+                       for name in req.names}}

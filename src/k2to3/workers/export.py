@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from k2to3.errors import K2to3Error, NotPortable
+from k2to3.workers.protocol import ExportRequest
 from k2to3.workers.runtime import forward, load_inputs, load_keras
 
 KERAS_FORMAT = {"onnx": "onnx", "litert": "litert", "savedmodel": "tf_saved_model", "torch": "torch"}
@@ -115,10 +116,10 @@ def _export(model: Any, fmt: str, path: str) -> bool:
     return fmt != "torch"
 
 
-def op_export(req: dict[str, Any]) -> dict[str, Any]:
-    fmt, path = req["format"], req["path"]
+def op_export(req: ExportRequest) -> dict[str, Any]:
+    fmt, path = req.format, req.path
     keras, model, t_load = load_keras(req)
-    forward(keras, model, load_inputs(req["inputs"]))  # tf2onnx refuses a loaded Sequential never called
+    forward(keras, model, load_inputs(req.inputs))  # tf2onnx refuses a loaded Sequential never called
     hint = f"export to another --format, or see docs/export.md#stops for what {fmt} takes"
     t0 = time.perf_counter()
     try:
@@ -131,7 +132,7 @@ def op_export(req: dict[str, Any]) -> dict[str, Any]:
     t_export = time.perf_counter() - t0
     t1 = time.perf_counter()
     try:
-        ran = run_exported(fmt, path, req["inputs"], req["out"])
+        ran = run_exported(fmt, path, req.inputs, req.out)
     except RuntimeStop as exc:
         raise NotPortable(_stop_line(exc, fmt, model, "runtime"), hint=hint) from None
     ran["dynamic_batch"] = ran["dynamic_batch"] and dynamic

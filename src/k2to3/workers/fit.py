@@ -18,6 +18,7 @@ from k2to3.core import arrayfile
 from k2to3.core.compare import value_digest
 from k2to3.workers import held
 from k2to3.workers.deferred import dynamo_scope
+from k2to3.workers.protocol import FitGoldenRequest, FitRequest, TrainingBatch
 from k2to3.workers.reference import disabled_noise, load_reference, model_key, reference_key, step_state
 
 
@@ -32,10 +33,10 @@ def layer_weights(model: Any, to_numpy: Any) -> tuple[list[str], list[np.ndarray
     return names, arrays
 
 
-def load_batch(req: dict[str, Any]) -> tuple[Any, Any]:
-    with np.load(req["inputs"]) as z:
+def load_batch(req: TrainingBatch[Any]) -> tuple[Any, Any]:
+    with np.load(req.inputs) as z:
         xs = [z[f"in{i}"] for i in range(len(z.files))]
-    with np.load(req["targets"]) as z:
+    with np.load(req.targets) as z:
         ys = [z[f"y{i}"] for i in range(len(z.files))]
     return (xs[0] if len(xs) == 1 else xs), (ys[0] if len(ys) == 1 else ys)
 
@@ -71,7 +72,7 @@ def save_weights(path: str, names: list[str], arrays: list[np.ndarray]) -> None:
     arrayfile.write(path, arrays)
 
 
-def op_fit(req: dict[str, Any]) -> dict[str, Any]:
+def op_fit(req: FitRequest) -> dict[str, Any]:
     from k2to3.workers.runtime import load_keras
 
     # the model op verify loaded and held for these steps, else loaded as verify loads it (placeholder
@@ -80,8 +81,8 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     keras, model, _ = got if got is not None else load_keras(req)
     if not getattr(model, "compiled", False) or model.optimizer is None:
         return {"available": False, "reason": "the converted model has no compile config (no training_config)"}
-    if req.get("loss"):
-        model.compile(optimizer=model.optimizer, loss=req["loss"])
+    if req.loss:
+        model.compile(optimizer=model.optimizer, loss=req.loss)
     noise = disabled_noise(model)
     if keras.backend.backend() == "tensorflow":
         # Eagerly, as the tf_keras reference: the same kernels without the cost of tracing the graph first, and
@@ -92,7 +93,7 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
     state = [value_digest(np.asarray(keras.ops.convert_to_numpy(v))) for v in opt.variables]
     x, y = load_batch(req)
     step_grads, spy = {}, None
-    if req.get("grads_out"):
+    if req.grads_out:
         from k2to3.workers.grads import gradient_notes
         from k2to3.workers.stepgrads import StepGrads
 
@@ -105,21 +106,21 @@ def op_fit(req: dict[str, Any]) -> dict[str, Any]:
             step_grads["grads"] = spy.take(keras.ops.convert_to_numpy)
 
     with dynamo_scope(keras):
-        losses = train_steps(model, x, y, int(req["steps"]), after_first if spy else None)
+        losses = train_steps(model, x, y, int(req.steps), after_first if spy else None)
     names, arrays = layer_weights(model, keras.ops.convert_to_numpy)
-    save_weights(req["weights_out"], names, arrays)
+    save_weights(req.weights_out, names, arrays)
     inner = getattr(opt, "inner_optimizer", opt)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "iterations_after": int(np.asarray(
                  keras.ops.convert_to_numpy(inner.iterations))), "state_digests": state}
     if spy is not None:
-        reply["grads"] = _save_step_grads(req["grads_out"], step_grads["grads"], spy.variables,
+        reply["grads"] = _save_step_grads(req.grads_out, step_grads["grads"], spy.variables,
                                           [v.path for v in spy.variables], losses[0], step_grads["seconds"],
                                           {"derandomized": noise, "notes": gradient_notes(layers, policy, True)})
     return reply
 
 
-def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
+def op_fit_golden(req: FitGoldenRequest) -> dict[str, Any]:
     """The tf_keras reference of the steps: the original file, as load_reference loads it."""
     import tf_keras
 
@@ -130,17 +131,17 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     opt = model.optimizer
     x, y = load_batch(req)
     spy, step_seconds = None, []
-    if req.get("hold"):  # the state before the steps, for a noise probe on this same model (workers/fitnoise.py)
+    if req.hold:  # the state before the steps, for a noise probe on this same model (workers/fitnoise.py)
         state = step_state(model, inner)
         held.hold("reference", reference_key(req), (ref, state, [np.array(v) for v in state]))
-    if req.get("grads_out"):
+    if req.grads_out:
         from k2to3.workers.stepgrads import GoldenStepGrads
 
         spy = GoldenStepGrads(model)
-    losses = train_steps(model, x, y, int(req["steps"]), step_seconds.append if spy else None)
+    losses = train_steps(model, x, y, int(req.steps), step_seconds.append if spy else None)
     names, arrays = layer_weights(model, np.asarray)
-    save_weights(req["weights_out"], names, arrays)
-    if req.get("hold"):  # what the noise probe's runs are measured against, in this worker (workers/fitnoise.py)
+    save_weights(req.weights_out, names, arrays)
+    if req.hold:  # what the noise probe's runs are measured against, in this worker (workers/fitnoise.py)
         held.hold("reference_after", reference_key(req), arrays)
     reply = {"available": True, "losses": losses, "weight_names": names, "noise_disabled": noise,
              "optimizer_class": type(opt).__name__, "state_loaded": source is not None, "state_source": source,
@@ -148,12 +149,9 @@ def op_fit_golden(req: dict[str, Any]) -> dict[str, Any]:
     if spy is not None:
         spy.remove()
         grads = spy.take()
-        reply["grads"] = _save_step_grads(req["grads_out"], grads, spy.variables,
+        reply["grads"] = _save_step_grads(req.grads_out, grads, spy.variables,
                                           [v.name.split(":")[0] for v in spy.variables], losses[0], step_seconds[0],
                                           {"derandomized": noise, "keras_version": tf_keras.__version__})
-        if req.get("hold"):  # the noise probe's runs measure their gradients against these (workers/fitnoise.py)
+        if req.hold:  # the noise probe's runs measure their gradients against these (workers/fitnoise.py)
             held.hold("reference_grads", reference_key(req), dense(grads, spy.variables))
     return reply
-
-
-OPS = {"fit": op_fit, "fit_golden": op_fit_golden}

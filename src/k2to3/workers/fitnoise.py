@@ -21,6 +21,7 @@ from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2, weight_changes
 from k2to3.workers import held
 from k2to3.workers.fit import dense, layer_weights, load_batch, save_weights, train_steps
+from k2to3.workers.protocol import FitNoiseRequest
 from k2to3.workers.reference import load_reference, reference_key, step_state
 
 
@@ -46,20 +47,20 @@ def restore_nudged(model: Any, state: list[Any], saved: list[np.ndarray], eps: f
             v.assign(a)
 
 
-def reference_after(req: dict[str, Any]) -> list[np.ndarray] | None:
+def reference_after(req: FitNoiseRequest) -> list[np.ndarray] | None:
     """The reference's weights after its own steps (fit_golden), which every run is measured against: held when
     fit_golden ran in this worker with `hold`, else read from `ref_weights` when the request names it."""
     got = held.take("reference_after", reference_key(req), keep=True)
-    if got is None and req.get("ref_weights"):
-        got = arrayfile.read(req["ref_weights"])
+    if got is None and req.ref_weights:
+        got = arrayfile.read(req.ref_weights)
     return got
 
 
-def reference_grads(req: dict[str, Any]) -> list[np.ndarray] | None:
+def reference_grads(req: FitNoiseRequest) -> list[np.ndarray] | None:
     """tf_keras's gradients of its own first step (fit_golden): held when it ran here with `hold`, else read."""
     got = held.take("reference_grads", reference_key(req), keep=True)
-    if got is None and req.get("ref_grads"):
-        got = arrayfile.read(req["ref_grads"])
+    if got is None and req.ref_grads:
+        got = arrayfile.read(req.ref_grads)
     return got
 
 
@@ -70,14 +71,14 @@ def _grad_changes(spy: Any, ref: list[np.ndarray] | None) -> list[float] | None:
     return [rel_l2(g, r) for g, r in zip(dense(spy.take(), spy.variables), ref)]
 
 
-def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
+def op_fit_noise(req: FitNoiseRequest) -> dict[str, Any]:
     """One run per seed of `seeds`; the reference held by fit_golden (`hold`) when it is this run's, else loaded
     again (unless `held_only`). `keep` holds it for a next call (more runs); without it the held model is
     released."""
     t0 = time.perf_counter()
     key = reference_key(req)
     got = held.take("reference", key)
-    if got is None and req.get("held_only"):  # started beside the steps (trainingnoise.start_first_round): no load
+    if got is None and req.held_only:  # started beside the steps (trainingnoise.start_first_round): no load
         return {"available": False, "reason": "no held reference"}
     if got is None:
         ref = load_reference(req)
@@ -88,19 +89,19 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
     ref, state, saved = got
     model, inner = ref.model, ref.inner
     x, y = load_batch(req)
-    only = bool(req.get("grads_only"))
+    only = bool(req.grads_only)
     after = None if only else reference_after(req)
-    ref_grads = reference_grads(req) if req.get("grads") or only else None
+    ref_grads = reference_grads(req) if req.grads or only else None
     runs, names, loaded = [], [], time.perf_counter() - t0
-    for seed, out in zip(req["seeds"], req["weights_out"]):
-        restore_nudged(model, state, saved, float(req["eps"]), np.random.default_rng(int(seed)))
+    for seed, out in zip(req.seeds, req.weights_out):
+        restore_nudged(model, state, saved, float(req.eps), np.random.default_rng(int(seed)))
         spy = None
         if ref_grads is not None:
             from k2to3.workers.stepgrads import GoldenStepGrads
 
             spy = GoldenStepGrads(model, apply=not only)
         try:
-            losses = train_steps(model, x, y, 1 if only else int(req["steps"]))
+            losses = train_steps(model, x, y, 1 if only else int(req.steps))
         finally:
             if spy is not None:
                 spy.remove()
@@ -117,13 +118,10 @@ def op_fit_noise(req: dict[str, Any]) -> dict[str, Any]:
         else:
             save_weights(out, names, arrays)
         runs.append(run)
-    if req.get("keep"):
+    if req.keep:
         held.hold("reference", key, got)
     else:
         held.take("reference_after", key)  # released with the reference
         held.take("reference_grads", key)
     return {"available": True, "runs": runs, "weight_names": names, "state_source": ref.source,
             "load_seconds": loaded, "seconds": time.perf_counter() - t0}
-
-
-OPS = {"fit_noise": op_fit_noise}

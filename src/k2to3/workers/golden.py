@@ -15,6 +15,7 @@ import numpy as np
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.errors import K2to3Error
 from k2to3.workers import lean, nhwc
+from k2to3.workers.protocol import BridgeRequest, Float64Request, GoldenReferenceRequest, GoldenRequest, TfKerasModel
 from k2to3.workers.runtime import import_module, load_inputs, model_input, probe_layers, save_arrays, tf_flatten
 
 
@@ -39,22 +40,22 @@ def tf_keras_objects(h5: str | None = None) -> dict[str, Any]:
                 **(tfmot_objects(h5) if h5 else {})}
 
 
-def golden_model(tf_keras: Any, req: dict[str, Any]) -> Any:
+def golden_model(tf_keras: Any, req: TfKerasModel[Any] | Float64Request) -> Any:
     with lean.tf_keras_loading():  # large arrays by slices: tf_keras reads all of them before assigning any
         return _load_golden(tf_keras, req)
 
 
-def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
+def _load_golden(tf_keras: Any, req: TfKerasModel[Any] | Float64Request) -> Any:
     """The Keras 2 model: tf_keras loads the file; with --src, the objects come from the Keras 2 module (the
     user's code as written) and Lambda layers point at its functions by name (golden_config), so the file's
     bytecode is never unmarshalled. Only `trust_bytecode` lets tf_keras load the Lambdas from the file."""
     from k2to3.core.h5safe import check_file
 
-    check_file(req["h5"])  # tf_keras follows links and external storage: it only opens what k2to3 accepted
-    objects = tf_keras_objects(req["h5"])
-    if req.get("k2_module"):
+    check_file(req.h5)  # tf_keras follows links and external storage: it only opens what k2to3 accepted
+    objects = tf_keras_objects(req.h5)
+    if req.k2_module:
         removed_backend_functions(tf_keras)
-        objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
+        objects.update(import_module(req.k2_module).K2TO3_OBJECTS)
 
     class K2to3GoldenLambda(tf_keras.layers.Lambda):
         """A Lambda whose config names its function (a Keras 2 module object), never bytecode."""
@@ -66,48 +67,48 @@ def _load_golden(tf_keras: Any, req: dict[str, Any]) -> Any:
             return cls(fn if callable(fn) else objects[fn], **config)
 
     objects["K2to3GoldenLambda"] = K2to3GoldenLambda
-    if req.get("build_fn"):
+    if req.build_fn:
         from k2to3.workers.builders import call_build, target
 
-        model = call_build(target(objects, req["build_fn"]), req["build_fn"], req.get("build_args"), tf_keras.Model)
-        model.load_weights(req["h5"])
+        model = call_build(target(objects, req.build_fn), req.build_fn, req.build_args, tf_keras.Model)
+        model.load_weights(req.h5)
         return model
-    if req.get("trust_bytecode"):
+    if req.trust_bytecode:
         # tf_keras runs a Lambda's bytecode with the globals of the module its config names (the training
         # script, "k2_zoo"): give it the Keras 2 module made from that source, as the user's process had.
         from k2to3.formats.artifact import read_artifact
         from k2to3.upgrade.needs import walk_layers
 
-        art = read_artifact(req["h5"])
+        art = read_artifact(req.h5)
         names = {lay.get("config", {}).get("module") for lay in walk_layers(art.model_config or {})} - {None}
-        k2 = sys.modules.get(os.path.splitext(os.path.basename(req["k2_module"]))[0]) if req.get("k2_module") else None
+        k2 = sys.modules.get(os.path.splitext(os.path.basename(req.k2_module))[0]) if req.k2_module else None
         saved = {n: sys.modules.get(n) for n in names}
         try:
             if k2 is not None:
                 sys.modules.update({n: k2 for n in names})
-            return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects, safe_mode=False)
+            return tf_keras.models.load_model(req.h5, compile=False, custom_objects=objects, safe_mode=False)
         finally:
             for n, m in saved.items():
                 if m is None:
                     sys.modules.pop(n, None)
                 else:
                     sys.modules[n] = m
-    if req.get("golden_config"):
+    if req.golden_config:
         import h5py
         from tf_keras.src.saving.legacy import hdf5_format
 
-        with open(req["golden_config"]) as fh:
+        with open(req.golden_config) as fh:
             config = json.load(fh)
         model = tf_keras.models.model_from_config(config, custom_objects=objects)
-        with h5py.File(req["h5"], "r") as f:
+        with h5py.File(req.h5, "r") as f:
             group = f["model_weights"] if "model_weights" in f else f
             # A Keras 1 Sequential-with-Merge became a Functional model whose layer order is not the file's
             # flattened order: Keras 2 loaded it through its legacy Sequential; tf_keras can only go by name.
-            (hdf5_format.load_weights_from_hdf5_group_by_name if req.get("golden_by_name")
+            (hdf5_format.load_weights_from_hdf5_group_by_name if req.golden_by_name
              else hdf5_format.load_weights_from_hdf5_group)(group, model)
         return model
-    refuse_bytecode(req["h5"])
-    return tf_keras.models.load_model(req["h5"], compile=False, custom_objects=objects)
+    refuse_bytecode(req.h5)
+    return tf_keras.models.load_model(req.h5, compile=False, custom_objects=objects)
 
 
 def removed_backend_functions(tf_keras: Any) -> None:
@@ -150,54 +151,54 @@ def refuse_bytecode(h5: str) -> None:
                          "without --trust-bytecode")
 
 
-def op_golden(req: dict[str, Any]) -> dict[str, Any]:
+def op_golden(req: GoldenRequest | GoldenReferenceRequest) -> dict[str, Any]:
     import tf_keras
 
     tf_keras.utils.set_random_seed(SEED)
     t0 = time.perf_counter()
     model = golden_model(tf_keras, req)
-    if req.get("theano_kernels"):
+    if req.theano_kernels:
         flip_theano_kernels(model)
     transposed = nhwc.nhwc_layers(model)
     if transposed:  # channels_first layers tf_keras has no CPU kernel for: run them transposed (nhwc.py)
         model = nhwc.nhwc_copy(tf_keras, model)
     t_load = time.perf_counter() - t0
-    xs = load_inputs(req["inputs"])
+    xs = load_inputs(req.inputs)
     outs = [np.asarray(t) for t in tf_flatten(model(model_input(xs), training=False))]
-    save_arrays(req["out"], outs)
+    save_arrays(req.out, outs)
     reply: dict[str, Any] = {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs),
                              "nhwc_layers": transposed}
-    if req.get("layers"):
+    if req.layers:
         names, tensors = probe_layers(model, tf_keras.layers.InputLayer, tf_flatten)
         arrays: list[np.ndarray] = []
         if tensors:
             probe = tf_keras.Model(model.inputs, tensors)
             arrays = [np.asarray(t) for t in tf_flatten(probe(model_input(xs), training=False))]
-        save_arrays(req["layers_out"], arrays)
+        save_arrays(req.layers_out, arrays)
         reply["layer_names"] = names
     return reply
 
 
-def op_bridge(req: dict[str, Any]) -> dict[str, Any]:
+def op_bridge(req: BridgeRequest) -> dict[str, Any]:
     """Load a tf.keras `.keras` archive or SavedModel with tf_keras (safe_mode=True: no Lambda bytecode) and
     re-save it as HDF5. The parent checked the config first: no Lambda, custom objects only from --src."""
     import tf_keras
 
     objects = tf_keras_objects()
-    if req.get("k2_module"):
-        objects.update(import_module(req["k2_module"]).K2TO3_OBJECTS)
+    if req.k2_module:
+        objects.update(import_module(req.k2_module).K2TO3_OBJECTS)
     compiled, how = True, "loaded"
     try:
-        model = tf_keras.models.load_model(req["src"], custom_objects=objects, safe_mode=True)
+        model = tf_keras.models.load_model(req.src, custom_objects=objects, safe_mode=True)
     except Exception:  # the compile state is optional (custom losses may be missing): load without it
         compiled = False
         try:
-            model = tf_keras.models.load_model(req["src"], compile=False, custom_objects=objects, safe_mode=True)
+            model = tf_keras.models.load_model(req.src, compile=False, custom_objects=objects, safe_mode=True)
         except Exception as exc:
-            if not zipfile.is_zipfile(req["src"]):
+            if not zipfile.is_zipfile(req.src):
                 raise
-            model, how = archive_as_data(tf_keras, req["src"], objects, exc), "read as data"
-    model.save(req["out"], save_format="h5")
+            model, how = archive_as_data(tf_keras, req.src, objects, exc), "read as data"
+    model.save(req.out, save_format="h5")
     return {"keras_version": tf_keras.__version__, "compiled": compiled, "how": how}
 
 

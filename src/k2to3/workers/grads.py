@@ -20,6 +20,7 @@ from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.workers.deferred import dynamo_scope
 from k2to3.workers.golden import golden_model
 from k2to3.workers.noise import noise_off
+from k2to3.workers.protocol import GoldenGradsRequest, GradsRequest
 from k2to3.workers.runtime import load_inputs, load_keras, model_input
 
 
@@ -40,8 +41,8 @@ def _loss(module: Any, spec: Any) -> Any:
     return module.losses.get(spec)
 
 
-def _targets(req: dict[str, Any]) -> list[np.ndarray]:
-    with np.load(req["targets"]) as z:
+def _targets(req: GradsRequest | GoldenGradsRequest) -> list[np.ndarray]:
+    with np.load(req.targets) as z:
         return [z[f"y{i}"] for i in range(len(z.files))]
 
 
@@ -73,18 +74,18 @@ def _summed_loss(ops: Any, loss_fns: list[Any], ys: list[Any], outs: list[Any]) 
     return total
 
 
-def op_grads(req: dict[str, Any]) -> dict[str, Any]:
+def op_grads(req: GradsRequest) -> dict[str, Any]:
     """Keras 3: load the .keras (safe_mode=True), differentiate the loss on this backend."""
     t0 = time.perf_counter()
     keras, model, _ = load_keras(req)
     layers = list(model._flatten_layers(include_self=False))
     changed = _noise_off(model)
-    x = model_input(load_inputs(req["inputs"]))
+    x = model_input(load_inputs(req.inputs))
     ys = _targets(req)
-    fns = [_loss(keras, s) for s in req["losses"]]
+    fns = [_loss(keras, s) for s in req.losses]
     tv = model.trainable_variables
     backend = keras.backend.backend()
-    training = bool(req.get("training", True))
+    training = req.training
     t1 = time.perf_counter()
     if backend == "tensorflow":
         import tensorflow as tf
@@ -114,7 +115,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
         loss, grads = jax.jit(jax.value_and_grad(f))([v.value for v in tv])
     arrays = [np.zeros(tuple(v.shape), np.float32) if g is None else np.asarray(keras.ops.convert_to_numpy(g))
               for v, g in zip(tv, grads)]
-    arrayfile.write(req["out"], arrays)
+    arrayfile.write(req.out, arrays)
     policy = getattr(getattr(model, "dtype_policy", None), "name", None)
     return {"names": [v.path for v in tv], "shapes": [list(a.shape) for a in arrays],
             "none": [v.path for v, g in zip(tv, grads) if g is None],
@@ -123,7 +124,7 @@ def op_grads(req: dict[str, Any]) -> dict[str, Any]:
             "grad_seconds": time.perf_counter() - t1}
 
 
-def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
+def op_golden_grads(req: GoldenGradsRequest) -> dict[str, Any]:
     """Keras 2: tf_keras loads the original (as for the golden outputs) and differentiates with GradientTape."""
     import tensorflow as tf
     import tf_keras
@@ -132,11 +133,11 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     model = golden_model(tf_keras, req)
     changed = _noise_off(model)
-    x = model_input(load_inputs(req["inputs"]))
+    x = model_input(load_inputs(req.inputs))
     ys = [tf.constant(y) for y in _targets(req)]
-    fns = [_loss(tf_keras, s) for s in req["losses"]]
+    fns = [_loss(tf_keras, s) for s in req.losses]
     tv = model.trainable_weights
-    training = bool(req.get("training", True))
+    training = req.training
     t1 = time.perf_counter()
 
     def differentiate(inputs: Any) -> tuple[list[np.ndarray], float]:
@@ -154,8 +155,8 @@ def op_golden_grads(req: dict[str, Any]) -> dict[str, Any]:
     t2 = time.perf_counter()
     # Conditioning: the same gradients after a relative change of SENSITIVITY_EPS in the float inputs (a few float32
     # ulps). Where tf_keras's own gradients move that much, backends that round differently cannot agree either.
-    nudged, _ = differentiate(model_input(nudge(load_inputs(req["inputs"]), SENSITIVITY_EPS)))
-    arrayfile.write(req["out"], arrays)
+    nudged, _ = differentiate(model_input(nudge(load_inputs(req.inputs), SENSITIVITY_EPS)))
+    arrayfile.write(req.out, arrays)
     return {"names": [v.name.split(":")[0] for v in tv], "shapes": [list(a.shape) for a in arrays],
             "loss": loss, "derandomized": changed, "keras_version": tf_keras.__version__,
             "sensitivity": [rel_l2(b, a) for a, b in zip(arrays, nudged)],

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from k2to3.workers.protocol import DropHeldRequest, Keras3Model
+
 _HELD: dict[str, tuple[tuple[Any, ...], Any]] = {}
 
 
@@ -27,19 +29,16 @@ def take(slot: str, key: tuple[Any, ...], keep: bool = False) -> Any | None:
     return entry[1]
 
 
-def keras3_key(req: dict[str, Any]) -> tuple[Any, ...]:
+def keras3_key(req: Keras3Model[Any]) -> tuple[Any, ...]:
     """What makes two requests load the same .keras (slot "keras3": op verify holds it for op fit)."""
-    return str(req.get("keras")), tuple(req.get("modules") or ())
+    return str(req.keras), tuple(req.modules or ())
 
 
-def op_drop_held(req: dict[str, Any]) -> dict[str, Any]:
+def op_drop_held(req: DropHeldRequest) -> dict[str, Any]:
     import gc
 
-    dropped = sorted(_HELD) if req.get("slot") is None else [s for s in _HELD if s == req["slot"]]
+    dropped = sorted(_HELD) if req.slot is None else [s for s in _HELD if s == req.slot]
     for s in dropped:
         del _HELD[s]
     gc.collect()
     return {"dropped": dropped}
-
-
-OPS = {"drop_held": op_drop_held}

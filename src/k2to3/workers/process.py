@@ -1,5 +1,5 @@
 """One backend worker process, seen from the parent: started with its backend fixed in the environment
-(`python -m k2to3.workers.child BACKEND`), asked one request at a time, shut down.
+(`python -m k2to3.workers.child BACKEND`), asked one typed request at a time (workers/protocol.py), shut down.
 
 Requests and replies are JSON lines; arrays travel as .npz and array files in the job's work directory. The child
 keeps its stdout for the protocol only (library chatter goes to its log file). Which worker runs which job, and when
@@ -8,6 +8,7 @@ keeps its stdout for the protocol only (library chatter goes to its log file). W
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,7 +19,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from k2to3.workers import protocol
+
+R = TypeVar("R")
 
 
 class WorkerError(RuntimeError):
@@ -114,28 +119,31 @@ class Worker:
             self.stats["peak_rss_mb"] = max(self.stats.get("peak_rss_mb", 0.0), peak_mb)
             self.stats["last_job_peak_mb"] = peak_mb
 
-    def call(self, op: str, **args: Any) -> dict[str, Any]:
+    def call(self, req: protocol.Request[R]) -> R:
+        """Serve one typed request (workers/protocol.py) and return the op's typed reply; a job that raised in the
+        child raises WorkerError here, and so does a child that died under it."""
+        line = protocol.encode_request(req)  # a ProtocolError (a bug) unless a registered op's typed request
         with self._lock:
             self._read_ready()
             if self.proc.poll() is not None:
                 raise WorkerError(self.role, f"exited with code {self.proc.returncode}", self.tail())
             assert self.proc.stdin and self.proc.stdout
-            self.proc.stdin.write((json.dumps({"op": op, **args}) + "\n").encode())
+            self.proc.stdin.write((line + "\n").encode())
             self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
-        if not line:
+            answer = self.proc.stdout.readline()
+        if not answer:
             self.proc.wait()
             raise WorkerError(self.role, f"crashed (exit code {self.proc.returncode})", self.tail())
-        reply = json.loads(line)
+        reply = json.loads(answer)
         mem = reply.get("memory") or {}
         self._note_memory(mem.get("idle_rss_mb"), mem.get("peak_rss_mb"))
         if mem.get("peak_rss_mb"):
             by_op = self.stats.setdefault("peak_by_op_mb", {})
-            by_op[op] = max(by_op.get(op, 0.0), mem["peak_rss_mb"])
+            by_op[req.OP] = max(by_op.get(req.OP, 0.0), mem["peak_rss_mb"])
         if not reply.get("ok"):
             raise WorkerError(self.role, reply.get("error", "unknown error"), reply.get("traceback", ""),
                               reply.get("code"), bool(reply.get("not_runnable")))
-        return reply
+        return protocol.decode_reply(req, reply)
 
     def tail(self, n: int = 20) -> str:
         try:
@@ -146,7 +154,7 @@ class Worker:
     def request_shutdown(self) -> None:
         if self.proc.poll() is None and self.proc.stdin and not self.proc.stdin.closed:
             try:
-                self.proc.stdin.write(b'{"op": "shutdown"}\n')
+                self.proc.stdin.write((json.dumps({"op": protocol.SHUTDOWN}) + "\n").encode())
                 self.proc.stdin.flush()
             except OSError:
                 pass
@@ -176,22 +184,26 @@ class Worker:
 Job = Callable[["Worker"], Any]  # a function of a worker (Pool.run runs it on its role's worker)
 
 
-class _ExtraArgs:
-    """A worker whose every call carries some more request arguments (see with_args)."""
+class _Switched:
+    """A worker whose every request carries some per-job switches (see with_switches)."""
 
-    def __init__(self, worker: Worker, extra: dict[str, Any]):
-        self._worker, self._extra = worker, extra
+    def __init__(self, worker: Worker, switches: dict[str, Any]):
+        self._worker, self._switches = worker, switches
 
-    def call(self, op: str, **args: Any) -> dict[str, Any]:
-        return self._worker.call(op, **{**args, **self._extra})
+    def call(self, req: protocol.Request[R]) -> R:
+        return self._worker.call(dataclasses.replace(req, **self._switches))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._worker, name)
 
 
-def with_args(job: Job, **extra: Any) -> Job:
-    """The same job, its requests carrying `extra` (a per-job switch of the worker: child._job_switches)."""
-    return lambda w: job(_ExtraArgs(w, extra))
+def with_switches(job: Job, **switches: Any) -> Job:
+    """The same job, each of its requests carrying `switches`: the per-job switches every request has
+    (protocol.Request: `onednn`, `fixed_random`; workers/child.py `_job_switches`)."""
+    unknown = sorted(set(switches) - set(protocol.SWITCHES))
+    if unknown:
+        raise protocol.ProtocolError(f"{unknown}: not a per-job switch (the switches: {', '.join(protocol.SWITCHES)})")
+    return lambda w: job(_Switched(w, switches))
 
 
 def crashed(fut: Future) -> bool:

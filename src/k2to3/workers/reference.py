@@ -12,6 +12,10 @@ import numpy as np
 
 from k2to3.workers import lean
 from k2to3.workers.noise import noise_off
+from k2to3.workers.protocol import FitGoldenRequest, FitNoiseRequest, GoldenReferenceRequest
+
+# the requests whose op loads the file compiled, as the training reference
+Compiled = GoldenReferenceRequest | FitGoldenRequest | FitNoiseRequest
 
 
 def disabled_noise(model: Any) -> list[str]:
@@ -45,13 +49,12 @@ def unfuse_batchnorm(model: Any) -> list[str]:
     return sorted(changed)
 
 
-def model_key(req: dict[str, Any]) -> tuple[Any, ...]:
+def model_key(req: GoldenReferenceRequest | FitGoldenRequest) -> tuple[Any, ...]:
     """What makes two requests load the same reference model (workers/held.py, slot "golden")."""
-    return tuple(str(req.get(k)) for k in ("h5", "loss", "trust_bytecode", "golden_config", "build_fn",
-                                               "build_args"))
+    return tuple(map(str, (req.h5, req.loss, req.trust_bytecode, req.golden_config, req.build_fn, req.build_args)))
 
 
-def op_golden_reference(req: dict[str, Any]) -> dict[str, Any]:
+def op_golden_reference(req: GoldenReferenceRequest) -> dict[str, Any]:
     """The golden outputs (op golden) from the reference `--fit-steps` will train, loaded once for both: tf_keras
     loads the file compiled, computes the outputs in inference mode on the model as loaded, and the prepared
     reference stays in this worker for op fit_golden (`held`). The parent asks for a plain file only (no --src
@@ -70,8 +73,8 @@ def op_golden_reference(req: dict[str, Any]) -> dict[str, Any]:
     except Exception:  # e.g. a custom loss tf_keras cannot find: the golden output does not need it
         return {**op_golden(req), "held": False}
     t_load = time.perf_counter() - t0
-    outs = [np.asarray(t) for t in tf_flatten(model(model_input(load_inputs(req["inputs"])), training=False))]
-    save_arrays(req["out"], outs)
+    outs = [np.asarray(t) for t in tf_flatten(model(model_input(load_inputs(req.inputs)), training=False))]
+    save_arrays(req.out, outs)
     ref = prepare(req, model)
     if isinstance(ref, Reference):
         held.hold("golden", model_key(req), ref)
@@ -79,17 +82,17 @@ def op_golden_reference(req: dict[str, Any]) -> dict[str, Any]:
             "held": isinstance(ref, Reference)}
 
 
-def load_reference(req: dict[str, Any]) -> Reference | dict[str, Any]:
+def load_reference(req: FitGoldenRequest | FitNoiseRequest) -> Reference | dict[str, Any]:
     """tf_keras loads the original file with its compile state and optimizer weights (its own loader: an
     independent check of k2to3's slot mapping); a reply saying why not when it cannot be a reference."""
-    if req.get("golden_config") or req.get("build_fn"):
+    if req.golden_config or req.build_fn:
         return {"available": False, "reason": "{origin}: tf_keras builds it from a config or a source instead of "
                 "loading the file with its compile state, so the file's optimizer state is not restored; no "
                 "independent training reference"}
     return prepare(req, load_compiled(req))
 
 
-def load_compiled(req: dict[str, Any]) -> Any:
+def load_compiled(req: Compiled) -> Any:
     """The file as tf_keras loads it with its compile state (or with --loss in place of a loss it cannot find)."""
     import tf_keras
 
@@ -98,27 +101,27 @@ def load_compiled(req: dict[str, Any]) -> Any:
     from k2to3.workers.golden import refuse_bytecode, tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
-    check_file(req["h5"])
-    if not req.get("trust_bytecode"):
-        refuse_bytecode(req["h5"])
-    kwargs = {"custom_objects": tf_keras_objects(req["h5"]), "safe_mode": not req.get("trust_bytecode")}
+    check_file(req.h5)
+    if not req.trust_bytecode:
+        refuse_bytecode(req.h5)
+    kwargs = {"custom_objects": tf_keras_objects(req.h5), "safe_mode": not req.trust_bytecode}
     with lean.tf_keras_loading():  # large arrays by slices, as the golden load
         try:
-            model = tf_keras.models.load_model(req["h5"], compile=True, **kwargs)
+            model = tf_keras.models.load_model(req.h5, compile=True, **kwargs)
         except ValueError:
-            if not req.get("loss"):
+            if not req.loss:
                 raise  # e.g. a custom loss tf_keras cannot find: --loss NAME replaces it
-            model = load_with_loss(tf_keras, req["h5"], req["loss"], kwargs)
+            model = load_with_loss(tf_keras, req.h5, req.loss, kwargs)
     return model
 
 
-def prepare(req: dict[str, Any], model: Any) -> Reference | dict[str, Any]:
+def prepare(req: Compiled, model: Any) -> Reference | dict[str, Any]:
     """The loaded model made a training reference: --loss, noise off, BatchNormalization unfused, its optimizer
     state found (or restored where tf_keras's loader gave up)."""
     if getattr(model, "optimizer", None) is None:
         return {"available": False, "reason": "tf_keras loaded the file without a compile config"}
-    if req.get("loss"):
-        model.compile(optimizer=model.optimizer, loss=req["loss"])
+    if req.loss:
+        model.compile(optimizer=model.optimizer, loss=req.loss)
     noise, unfused = disabled_noise(model), unfuse_batchnorm(model)
     # The reference runs eagerly: the same kernels without the cost of tracing the graph first (the weights after
     # a step equal to float32 rounding) and without grappler's CPU rewrites of the graph. Except an
@@ -133,10 +136,10 @@ def prepare(req: dict[str, Any], model: Any) -> Reference | dict[str, Any]:
     loaded = any(np.any(np.asarray(v) != 0) for v in variables[1:] if not v.name.startswith("momentum_cache")) \
         or int(np.asarray(inner.iterations)) > 0
     source = "tf_keras" if loaded else None
-    if not loaded and restore_standalone_nadam(req["h5"], inner):
+    if not loaded and restore_standalone_nadam(req.h5, inner):
         source = ("k2to3, in standalone Keras 2.0-2.2 Nadam's order with its momentum product at 1.0, as Keras 2 "
                   "resumed (it saved none; tf_keras's loader gave up on this file)")
-    elif not loaded and restore_by_name(req["h5"], variables):
+    elif not loaded and restore_by_name(req.h5, variables):
         source = "k2to3, by saved variable name (tf_keras's own loader gave up on this file)"
     return Reference(model, inner, noise, source, unfused)
 
@@ -152,10 +155,10 @@ def step_state(model: Any, inner: Any) -> list[Any]:
     return list(seen.values())
 
 
-def reference_key(req: dict[str, Any]) -> tuple[Any, ...]:
+def reference_key(req: FitGoldenRequest | FitNoiseRequest) -> tuple[Any, ...]:
     """What makes two requests the same reference before the steps (workers/held.py)."""
-    return tuple(str(req.get(k)) for k in ("h5", "inputs", "targets", "steps", "loss", "trust_bytecode",
-                                           "golden_config", "build_fn", "build_args"))
+    return tuple(map(str, (req.h5, req.inputs, req.targets, req.steps, req.loss, req.trust_bytecode,
+                           req.golden_config, req.build_fn, req.build_args)))
 
 
 def optimizer_variables(opt: Any) -> list[Any]:
@@ -231,6 +234,3 @@ def restore_by_name(h5: str, variables: list[Any]) -> bool:
     for v in variables:
         v.assign(values[v.name])
     return True
-
-
-OPS = {"golden_reference": op_golden_reference}

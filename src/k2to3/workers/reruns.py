@@ -12,6 +12,7 @@ import numpy as np
 from k2to3.core.policies import REDUCED
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.workers.golden import flip_theano_kernels, golden_model, tf_keras_objects
+from k2to3.workers.protocol import Float64Request
 from k2to3.workers.runtime import (
     constant_initializers,
     flat_numpy,
@@ -111,41 +112,41 @@ def _float64_mode(keras: Any):
         demote["float64"] = saved_demote
 
 
-def op_float64(req: dict[str, Any]) -> dict[str, Any]:
+def op_float64(req: Float64Request) -> dict[str, Any]:
     """Rerun the model in `dtype` (float64 by default; float32: the shadow of a mixed-precision model) on the same
     weights and inputs: the converted .keras on this backend, or (`golden`) the Keras 2 model with tf_keras.
     Writes the outputs to `out`; a model that cannot be rerun gives {"available": False, "reason": ...}, never
     an error."""
     t0 = time.perf_counter()
-    target = req.get("dtype", "float64")
-    xs = load_inputs(req["inputs"])
+    target = req.dtype
+    xs = load_inputs(req.inputs)
     if target == "float64":
         xs = _float64_inputs(xs)
     try:
-        if req.get("golden"):
+        if req.golden:
             import tf_keras
 
             tf_keras.utils.set_random_seed(SEED)
             model = golden_model(tf_keras, req)
-            if req.get("theano_kernels"):
+            if req.theano_kernels:
                 flip_theano_kernels(model)
             saved = tf_keras.backend.floatx()
             tf_keras.backend.set_floatx(target)
             try:
-                with tf_keras.utils.custom_object_scope(tf_keras_objects(req["h5"])):
+                with tf_keras.utils.custom_object_scope(tf_keras_objects(req.h5)):
                     m64 = _clone_float64(model, tf_keras.models.clone_model, tf_keras.layers.Lambda, target)
                 outs = [np.asarray(t) for t in tf_flatten(m64(model_input(xs), training=False))]
             finally:
                 tf_keras.backend.set_floatx(saved)
         else:
             keras = keras3()
-            import_modules(req)
+            import_modules(req.modules)
             with _float64_mode(keras) if target == "float64" else nullcontext():
                 with constant_initializers(keras):
-                    model = keras.saving.load_model(req["keras"], safe_mode=True)
+                    model = keras.saving.load_model(req.keras, safe_mode=True)
                     m64 = _clone_float64(model, keras.models.clone_model, keras.layers.Lambda, target)
                 outs = flat_numpy(keras, forward(keras, m64, xs))
-        save_arrays(req["out"], _checked_float64(outs, target))
+        save_arrays(req.out, _checked_float64(outs, target))
     except Float64Unavailable as exc:
         return {"available": False, "reason": str(exc), "seconds": time.perf_counter() - t0}
     except Exception as exc:  # an op without a float64 kernel, a layer whose config cannot be rebuilt

@@ -14,6 +14,7 @@ import numpy as np
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.errors import K2to3Error
 from k2to3.workers import lean
+from k2to3.workers.protocol import Keras3Model
 
 
 def load_inputs(path: str) -> list[np.ndarray]:
@@ -149,8 +150,8 @@ def import_module(path: str) -> Any:
     return module
 
 
-def import_modules(req: dict[str, Any]) -> None:
-    for path in req.get("modules") or []:
+def import_modules(paths: list[str]) -> None:
+    for path in paths:
         import_module(path)
 
 
@@ -210,13 +211,13 @@ def weights_on_disk(path: str):
             saving_lib.is_memory_sufficient = saved
 
 
-def load_keras(req: dict[str, Any]) -> tuple[Any, Any, float]:
+def load_keras(req: Keras3Model[Any]) -> tuple[Any, Any, float]:
     """(keras, the .keras loaded with safe_mode=True, load seconds), the generated modules imported first."""
     keras = keras3()
-    import_modules(req)
+    import_modules(req.modules)
     t0 = time.perf_counter()
-    with constant_initializers(keras), weights_on_disk(req["keras"]), lean.keras3_loading():
-        model = keras.saving.load_model(req["keras"], safe_mode=True)
+    with constant_initializers(keras), weights_on_disk(req.keras), lean.keras3_loading():
+        model = keras.saving.load_model(req.keras, safe_mode=True)
     return keras, model, time.perf_counter() - t0
 
 

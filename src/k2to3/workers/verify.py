@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.workers import lean, nhwc
+from k2to3.workers.protocol import VerifyRequest
 from k2to3.workers.runtime import (
     flat_numpy,
     forward,
@@ -21,7 +22,7 @@ from k2to3.workers.runtime import (
 from k2to3.workers.slices import weight_hash
 
 
-def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+def op_verify(req: VerifyRequest) -> dict[str, Any]:
     keras, model, t_load = load_keras(req)
     # Generators: one variable's numpy copy at a time, not a second copy of the whole model.
     total = weight_hash(lean.hashable(keras, w) for w in model.weights)
@@ -29,12 +30,12 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     for layer in model.layers:
         if layer.weights:
             per_layer[layer.name] = weight_hash(lean.hashable(keras, w) for w in layer.weights)
-    xs = load_inputs(req["inputs"])
+    xs = load_inputs(req.inputs)
     nhwc.refuse_keras3_tf_cpu(keras, model)
     t1 = time.perf_counter()
     outs = flat_numpy(keras, forward(keras, model, xs))
     t_pred = time.perf_counter() - t1
-    save_arrays(req["out"], outs)
+    save_arrays(req.out, outs)
     reply: dict[str, Any] = {
         "backend": keras.backend.backend(),
         "keras_version": keras.__version__,
@@ -48,9 +49,9 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
         "compiled": bool(getattr(model, "compiled", False)),
         "library_version": library_version(keras.backend.backend()),
     }
-    if req.get("layers"):
-        reply["layer_names"] = layer_outputs(keras, model, xs, req["layers_out"], keras.layers.InputLayer)
-    if req.get("hold"):  # op fit trains this model next (--fit-steps): no second load (workers/held.py)
+    if req.layers:
+        reply["layer_names"] = layer_outputs(keras, model, xs, req.layers_out, keras.layers.InputLayer)
+    if req.hold:  # op fit trains this model next (--fit-steps): no second load (workers/held.py)
         from k2to3.workers import held
 
         held.hold("keras3", held.keras3_key(req), (keras, model, t_load))
