@@ -30,6 +30,10 @@ WEIGHTS_ONLY = [  # (artifact, sources, the match line's start)
      "DeepQNetwork(input_dim=4, output_dim=2) matched 2/2 weight groups"),
     ("pkl_autoencoder/model/weights.h5", ["pkl_autoencoder/autoencoder.py"],
      "Autoencoder(parameters.pkl) matched 2/2 weight groups"),
+    ("script_charrnn/weights.h5", ["script_charrnn/Name_Generator.py"],
+     "the top-level statements of Name_Generator.py:20-26 that build model matched 4/4 weight groups"),
+    ("script_vae/vae_mlp.h5", ["script_vae/vae_mlp.py"],
+     "the top-level statements of vae_mlp.py:26-46 that build vae matched 2/2 weight groups"),
 ]
 FULL = [("multi_builder/model.h5", ["multi_builder/cnn_models.py"]),
         ("nested_class/encoder.h5", ["nested_class/app.py"]),

@@ -17,6 +17,7 @@ from k2to3.formats.artifact import LegacyArtifact
 from k2to3.pipeline.sources import Sources
 from k2to3.source.buildargs import call_text, cli_text
 from k2to3.source.builders import Builder, find_builders
+from k2to3.source.script_builds import with_script_builds
 from k2to3.upgrade.needs import module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
@@ -34,6 +35,15 @@ def weight_groups(artifact: LegacyArtifact) -> list[dict[str, Any]]:
     """The file's layers with weights in order, each with its weights' shapes (the safe h5 reader's view)."""
     return [{"name": n, "shapes": [list(e.shape) for e in artifact.weights[n]]}
             for n in artifact.layer_names if artifact.weights.get(n)]
+
+
+def add_script_builds(sources: Sources) -> None:
+    """A weights-only file's --src scripts that build models with top-level statements: each such model becomes a
+    build function of the index (source/script_builds.py), found, named and confirmed like any other."""
+    if sources.index is None or sources.scripts:
+        return
+    sources.index, found = with_script_builds(sources.index)
+    sources.scripts = {b.fn: b.label for b in found}
 
 
 def needs_search(sources: Sources, artifact: LegacyArtifact | None) -> bool:
@@ -130,7 +140,8 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
         k2 = work / f"_k2to3_probe{i}_{res.module}.py"
         k2.write_text(res.k2_code)
         out += [{"fn": b.fn, "where": b.where, "score": b.score, "k2_module": str(k2),
-                 "src": b.where.rsplit(":", 1)[0], "label": None if sources.build_args is not None else b.label(c),
+                 "src": b.where.rsplit(":", 1)[0],
+                 "label": None if sources.build_args is not None else b.label(c) or sources.scripts.get(b.fn),
                  "build_args": c if sources.build_args is not None else _split(c, b.bound),
                  "how": {} if b.label(c) else {p: o for p, v in c.items()
                                                if sources.build_args is None and (o := b.origin(p, v))}}

@@ -37,6 +37,7 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
                           hint="pass the source of the function that builds it: --src FILE.py[:FUNCTION]")
     index = _call(get_pool, CkptGroupsRequest(prefix=prefix))  # its declared sizes checked before anything is read
     chosen = builders.Chosen(sources.build_fn or "", sources.build_args, None)
+    builders.add_script_builds(sources)
     if builders.needs_search(sources, None):
         chosen = builders.choose(sources, index["groups"], inp.path, output, work, get_pool, progress,
                                  order_free=True)

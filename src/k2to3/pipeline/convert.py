@@ -262,6 +262,8 @@ def _weights_only_ok(opts: ConvertOptions, sources: sources_mod.Sources) -> bool
 def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions, work: Path, get_pool: Any,
                   progress: Progress) -> None:
     """A weights-only file without its build function (or its arguments): found in the --src files."""
+    if inp.artifact is not None and inp.artifact.model_config is None:
+        builders.add_script_builds(sources)
     if inp.artifact is None or not builders.needs_search(sources, inp.artifact):
         return
     chosen = builders.choose(sources, builders.weight_groups(inp.artifact), inp.path, opts.output, work, get_pool,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ class Sources:
     index: SourceIndex | None
     build_args: dict[str, Any] | None = None  # --build-args, or the values matched to a weights-only file
     match: dict[str, Any] | None = None  # how the build function and its arguments were matched to the file
+    # build functions read from a script's top-level statements (source/script_builds.py): name -> what they are
+    scripts: dict[str, str] = field(default_factory=dict)
 
 
 def has_fn(spec: str) -> bool:

@@ -415,3 +415,14 @@ def index_sources(paths: list[Path], skip_bad: bool = False) -> SourceIndex:
         index.texts[p] = indexer.text
         indexer.run()
     return index
+
+
+def index_texts(paths: list[Path], texts: dict[Path, str]) -> SourceIndex:
+    """Index texts already read (and brought to Python 3) as the files `paths` (source/script_builds.py adds to
+    them what a script builds at top level)."""
+    index = SourceIndex(paths=list(paths))
+    for p, text in texts.items():
+        indexer = _Indexer(index, p, text)
+        index.texts[p] = indexer.text
+        indexer.run()
+    return index
