@@ -11,9 +11,15 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from k2to3.core.options import CheckOptions
+    from k2to3.errors import K2to3Error
 
 PathLike = str | Path
+Opts = TypeVar("Opts", bound="CheckOptions")
+Err = TypeVar("Err", bound="K2to3Error")
 
 
 @dataclass
@@ -84,7 +90,7 @@ def _paths(paths: PathLike | Iterable[PathLike]) -> list[Path]:
     return [Path(paths)] if isinstance(paths, str | Path) else [Path(p) for p in paths]
 
 
-def _options(cls: type, given: dict[str, Any], api: str) -> Any:
+def _options(cls: type[Opts], given: dict[str, Any], api: str) -> Opts:
     """The options model from API keywords: the same names as its fields (core/options.py), paths and sequences
     as the caller has them; an unknown keyword is a TypeError, as for any Python function."""
     from k2to3.core.options import CheckOptions
@@ -107,7 +113,7 @@ def _options(cls: type, given: dict[str, Any], api: str) -> Any:
     return opts
 
 
-def _api_words(exc: Any, cls: type) -> Any:
+def _api_words(exc: Err, cls: type) -> Err:
     """The error with the command line's flags in it said as this API's keywords (`--src model.py` ->
     `sources=['model.py']`, `--force` -> `force=True`): a Python caller has no flags. Same exception, same code."""
     import re

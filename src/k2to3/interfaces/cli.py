@@ -104,14 +104,15 @@ def convert(src: list[str], output: str, as_json: bool, src_root: Path | None, j
     one_model = any((Path(src[0]) / marker).is_file() for marker in ("checkpoint", "saved_model.pb"))
     if len(src) > 1 or is_url(src[0]) or (Path(src[0]).is_dir() and not one_model) or is_url(output):
         from k2to3.interfaces.cli_store import convert_store
+        from k2to3.stores.executors import ExecutorSettings
 
         single = cli_options.single_model_flags(ConvertOptions, "convert", options) + (["--json"] if as_json else [])
         try:
             settings = cli_options.values(ConvertOptions, "convert", options)
         except K2to3Error as exc:
             _fail(exc)
-        convert_store(src, output, settings=settings, src_root=src_root, jobs=jobs, executor=executor,
-                      ray_address=ray_address, single_only=single)
+        convert_store(src, output, settings=settings, src_root=src_root,
+                      where=ExecutorSettings(executor, jobs, ray_address), single_only=single)
     from k2to3.pipeline.convert import convert as run
 
     try:

@@ -14,6 +14,7 @@ from rich.text import Text
 from k2to3.errors import Exit, InputError, K2to3Error
 from k2to3.interfaces.console import err, out
 from k2to3.interfaces.console import fail as _fail
+from k2to3.stores.executors import ExecutorSettings
 
 REPORT_FORMATS = ("md", "html", "json")
 
@@ -59,9 +60,10 @@ def write_store_report(rep: dict[str, Any], out_root: str) -> list[str]:
     return written
 
 
-def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any], src_root: Path | None, jobs: int,
-                  executor: str, ray_address: str | None, single_only: list[str]) -> None:
-    """`settings`: the options given, as the options model's values; only its store options reach the artifacts."""
+def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any], src_root: Path | None,
+                  where: ExecutorSettings, single_only: list[str]) -> None:
+    """`settings`: the options given, as the options model's values; only its store options reach the artifacts.
+    `single_only`: the flags given that apply to one model only (an error here)."""
     from k2to3.core.options import ConvertOptions, store_settings
     from k2to3.core.writable import check_dir
     from k2to3.stores import batch, executors
@@ -71,8 +73,8 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
         if single_only:
             raise InputError(f"{single_only[0]} applies to one model, not to a store",
                              hint="convert that model on its own, or use --src-root for a store's sources")
-        if executor not in executors.NAMES:
-            raise InputError(f"--executor {executor}: unknown executor", hint="choose local or ray")
+        if where.executor not in executors.NAMES:
+            raise InputError(f"--executor {where.executor}: unknown executor", hint="choose local or ray")
         # src and output stand for each artifact's: only the store options are read from it
         opts = ConvertOptions(src=Path(out_root), output=Path(out_root), **{
             k: v for k, v in settings.items() if k in store_settings(ConvertOptions(src=Path(), output=Path()))})
@@ -85,8 +87,8 @@ def convert_store(inputs: list[str], out_root: str, *, settings: dict[str, Any],
         if not items:
             raise K2to3Error(f"nothing to convert in {' '.join(inputs)}: no Keras artifact found", Exit.EMPTY,
                              hint="check the path; `k2to3 audit PATH` lists what it finds and skips")
-        ex = executors.make(executor, jobs=jobs, backends=opts.backends, max_memory=opts.max_memory,
-                            ray_address=ray_address)
+        ex = executors.make(where.executor, jobs=where.jobs, backends=opts.backends, max_memory=opts.max_memory,
+                            ray_address=where.ray_address)
     except K2to3Error as exc:
         _fail(exc)
     counts: Counter = Counter()

@@ -57,11 +57,21 @@ def needs_search(sources: Sources, artifact: LegacyArtifact | None) -> bool:
     return bool(found and found[0].required)
 
 
-def choose(sources: Sources, groups: list[dict[str, Any]], weights: Path, output: Path, work: Path,
-           get_pool: Callable[[], Pool], progress: Callable[[str], None], order_free: bool = False) -> Chosen:
-    """`groups`: the file's weight groups (`weight_groups`, or a TF checkpoint's, whose shapes are sorted within a
-    group: `order_free`)."""
+@dataclass(frozen=True)
+class WeightFile:
+    """A weights-only file as the build search matches it: its path and weight groups (`weight_groups`, or a TF
+    checkpoint's, whose shapes are sorted within a group: `order_free`)."""
+
+    path: Path
+    groups: list[dict[str, Any]]
+    order_free: bool = False
+
+
+def choose(sources: Sources, file: WeightFile, output: Path, work: Path, get_pool: Callable[[], Pool],
+           progress: Callable[[str], None]) -> Chosen:
+    """The build function (and arguments) of the --src files whose model has `file`'s weight groups."""
     assert sources.index is not None
+    weights, groups, order_free = file.path, file.groups, file.order_free
     found = find_builders(sources.index, [g["name"] for g in groups], weights, only=sources.build_fn, groups=groups)
     if not found:
         raise NotPortable(f"{weights}: a weights-only file and no function of the --src files builds a Keras model "

@@ -39,8 +39,8 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
     chosen = builders.Chosen(sources.build_fn or "", sources.build_args, None)
     builders.add_script_builds(sources)
     if builders.needs_search(sources, None):
-        chosen = builders.choose(sources, index["groups"], inp.path, output, work, get_pool, progress,
-                                 order_free=True)
+        chosen = builders.choose(sources, builders.WeightFile(inp.path, index["groups"], order_free=True), output,
+                                 work, get_pool, progress)
         progress(chosen.match["summary"] if chosen.match else "")
     elif not sources.build_fn:
         raise NotPortable(f"{inp.path}: a TF checkpoint and --src without a build function",

@@ -36,7 +36,7 @@ from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline import target as target_mod
 from k2to3.pipeline.bridge import bridge
 from k2to3.pipeline.checkpoints import bridge_checkpoint, needs_no_source
-from k2to3.pipeline.prepare import Prepared, model_of_inputs, prepare, write_inputs
+from k2to3.pipeline.prepare import LegacyModel, model_of_inputs, prepare, write_inputs
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
@@ -200,7 +200,7 @@ def _convert(opts: ConvertOptions, progress: Progress, pool: Pool | None) -> dic
             elif inp.needs_bridge:
                 inp = bridge(inp, sources, opts.output, work, get_pool, progress)
             _choose_build(inp, sources, opts, work, get_pool, progress)
-            decompiled: list[Any] = []
+            decompiled: list[Finding] = []
             if opts.trust_bytecode and not sources.files:
                 sources, decompiled = _decompiled_sources(inp, work, progress) or (sources, [])
             prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
@@ -214,8 +214,8 @@ def _convert(opts: ConvertOptions, progress: Progress, pool: Pool | None) -> dic
                 raise report_mod.NotPortableReport(not_portable_line(errors), report)
             modules = sources_mod.write_modules(resolution, work, partial_module) \
                 if resolution is not None and resolution.k3_code else None
-            run, tol_source = _new_run(opts, inp, prepared, modules, sources, report, work, get_pool(), progress,
-                                       partial)
+            run, tol_source = _new_run(opts, LegacyModel(inp, prepared, sources, modules), report, work, get_pool(),
+                                       progress, partial)
             started = time.perf_counter()
             _build(run, inp.pair, run.golden_args.get("build_fn"), tol_source)
             if opts.target_keras:  # every backend below verifies the file as written for the target
@@ -236,7 +236,8 @@ def _convert(opts: ConvertOptions, progress: Progress, pool: Pool | None) -> dic
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _decompiled_sources(inp: Input, work: Path, progress: Progress) -> tuple[sources_mod.Sources, list[Any]] | None:
+def _decompiled_sources(inp: Input, work: Path, progress: Progress
+                        ) -> tuple[sources_mod.Sources, list[Finding]] | None:
     """--trust-bytecode without --src: Lambdas whose bytecode another Python wrote are decompiled (read as data,
     never unmarshalled or run here) into a Keras 2 module in the job directory, then read as if passed with --src."""
     from k2to3.upgrade.bytecode import DECOMPILED_PREFIX, decompiled_module
@@ -259,28 +260,27 @@ def _weights_only_ok(opts: ConvertOptions, sources: sources_mod.Sources) -> bool
     return bool(sources.files) and opts.config is None and is_weights_only(opts.src) and find_config(opts.src) is None
 
 
-def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions, work: Path, get_pool: Any,
-                  progress: Progress) -> None:
+def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions, work: Path,
+                  get_pool: Callable[[], Pool], progress: Progress) -> None:
     """A weights-only file without its build function (or its arguments): found in the --src files."""
     if inp.artifact is not None and inp.artifact.model_config is None:
         builders.add_script_builds(sources)
     if inp.artifact is None or not builders.needs_search(sources, inp.artifact):
         return
-    chosen = builders.choose(sources, builders.weight_groups(inp.artifact), inp.path, opts.output, work, get_pool,
-                             progress)
+    chosen = builders.choose(sources, builders.WeightFile(inp.path, builders.weight_groups(inp.artifact)), opts.output,
+                             work, get_pool, progress)
     sources.build_fn, sources.build_args, sources.match = chosen.fn, chosen.build_args, chosen.match
     if chosen.match:
         progress(chosen.match["summary"])
 
 
-def _new_run(opts: ConvertOptions, inp: Input, prepared: Prepared, modules: sources_mod.Modules | None,
-             sources: sources_mod.Sources, report: dict[str, Any], work: Path, pool: Pool, progress: Progress,
-             partial: Path) -> tuple[Run, str]:
+def _new_run(opts: ConvertOptions, model: LegacyModel, report: dict[str, Any], work: Path, pool: Pool,
+             progress: Progress, partial: Path) -> tuple[Run, str]:
     """The run the checks see: the partial .keras against the Keras 2 reference as tf_keras computes it."""
+    inp, prepared, modules = model.inp, model.prepared, model.modules
     plan, artifact = prepared.plan, inp.artifact
     assert artifact is not None
-    args = reference.golden_args(work, inp, plan, prepared.resolution, modules, sources.build_fn,
-                                 opts.trust_bytecode, sources.build_args)
+    args = reference.golden_args(work, model, opts.trust_bytecode)
     rtol, atol, tol_source = tolerances(opts, plan)
     run = Run(options=opts, pool=pool, work=work, progress=progress, keras=partial, report=report, plan=plan,
               backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,

@@ -26,6 +26,18 @@ class Prepared:
     resolution: Resolution | None
 
 
+@dataclass(frozen=True)
+class LegacyModel:
+    """The Keras 2 model as a run has read it: the input, its plan and --src resolution, the --src files (with the
+    build function and arguments chosen for a weights-only file) and the modules written from them; what tf_keras
+    computes the reference from (pipeline/reference.py) and what the checks run against."""
+
+    inp: Input
+    prepared: Prepared
+    sources: sources_mod.Sources
+    modules: sources_mod.Modules | None
+
+
 def prepare(inp: Input, sources: sources_mod.Sources, output: Path, trust_bytecode: bool) -> Prepared:
     """The plan of a Keras 2 artifact. Findings, in order: what reading the input did (the multi-GPU wrapper
     removed), what --src resolved, the upgrade's own, the Theano kernel flip, and with --trust-bytecode what

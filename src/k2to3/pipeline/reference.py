@@ -11,19 +11,19 @@ from typing import Any
 
 from k2to3.formats import Input
 from k2to3.pipeline import sources as sources_mod
-from k2to3.source.resolution import Resolution
+from k2to3.pipeline.prepare import LegacyModel
 from k2to3.upgrade import cudnn
 from k2to3.upgrade.bytecode import loads_here
 from k2to3.upgrade.keras1 import reference as keras1_reference
-from k2to3.upgrade.plan import Plan
 
 KERAS1_CONFIG = "golden_keras1_config.json"
 
 
-def golden_args(work: Path, inp: Input, plan: Plan, resolution: Resolution | None,
-                modules: sources_mod.Modules | None, build_fn: str | None, trust_bytecode: bool,
-                build_args: dict[str, Any] | None = None) -> dict[str, Any]:
-    artifact = inp.artifact
+def golden_args(work: Path, model: LegacyModel, trust_bytecode: bool) -> dict[str, Any]:
+    """The arguments of the tf_keras jobs that compute `model`'s reference (job files written into `work`)."""
+    artifact, plan, resolution, modules = model.inp.artifact, model.prepared.plan, model.prepared.resolution, \
+        model.modules
+    build_fn, build_args = model.sources.build_fn, model.sources.build_args
     assert artifact is not None
     args: dict[str, Any] = {}
     if resolution is not None and modules is not None:

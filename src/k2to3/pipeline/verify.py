@@ -10,6 +10,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.convert import tolerances, workers
-from k2to3.pipeline.prepare import prepare, write_inputs
+from k2to3.pipeline.prepare import LegacyModel, prepare, write_inputs
 from k2to3.pipeline.recorded_reference import with_recorded_reference
 from k2to3.upgrade.plan import Plan
 from k2to3.workers.pool import Pool
@@ -102,7 +103,7 @@ def _output(model: Path) -> dict[str, Any]:
             "load": f"keras.saving.load_model({str(model)!r})"}
 
 
-def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_pool: Any) -> Run:
+def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_pool: Callable[[], Pool]) -> Run:
     assert opts.reference is not None
     sources = sources_mod.read_sources(opts.sources)
     inp = open_input(opts.reference, work, weights_only_ok=sources.build_fn is not None)
@@ -120,7 +121,7 @@ def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_
     report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
     report["inputs"] = write_inputs(str(work / "inputs.npz"), opts.inputs, plan.model)
     report["output"] = _output(opts.model)
-    args = reference.golden_args(work, inp, plan, resolution, modules, sources.build_fn, opts.trust_bytecode)
+    args = reference.golden_args(work, LegacyModel(inp, prepared, sources, modules), opts.trust_bytecode)
     return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
                plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
                weight_bytes=4 * int(inp.artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
@@ -128,7 +129,8 @@ def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_
                training_config=inp.artifact.training_config, fixed_random=bool(resolution and resolution.random))
 
 
-def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: Progress, get_pool: Any) -> Run:
+def _against_golden(opts: VerifyOptions, golden: Golden, work: Path, progress: Progress,
+                    get_pool: Callable[[], Pool]) -> Run:
     meta = golden.meta
     np.savez(work / "inputs.npz", **{f"in{i}": x for i, x in enumerate(golden.inputs)})
     src = meta.get("input") if isinstance(meta.get("input"), dict) else {}

@@ -7,10 +7,22 @@ per item in the calling thread (results are recorded there: cache, progress, rep
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from k2to3.errors import InputError
 from k2to3.stores.executors.base import Executor
 
 NAMES = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Where a store's artifacts run: the executor (one of NAMES), how many at a time on this machine, and the Ray
+    cluster's address (None: a local Ray)."""
+
+    executor: str = "local"
+    jobs: int = 1
+    ray_address: str | None = None
 
 
 def make(name: str, *, jobs: int = 1, backends: tuple[str, ...] = ("tensorflow", "torch", "jax"),
