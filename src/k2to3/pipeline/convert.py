@@ -199,12 +199,14 @@ def _convert(opts: ConvertOptions, progress: Progress, pool: Pool | None) -> dic
                     sources = sources_mod.Sources([], None, None)
             elif inp.needs_bridge:
                 inp = bridge(inp, sources, opts.output, work, get_pool, progress)
+            adapted = sources_mod.for_file_version(sources, inp.artifact.keras_version if inp.artifact else None)
             _choose_build(inp, sources, opts, work, get_pool, progress)
             decompiled: list[Finding] = []
             if opts.trust_bytecode and not sources.files:
                 sources, decompiled = _decompiled_sources(inp, work, progress) or (sources, [])
             prepared = prepare(inp, sources, opts.output, opts.trust_bytecode)
             prepared.plan.findings.extend(f for f in decompiled if f.severity != "info")  # why one was not
+            prepared.plan.findings.extend(adapted)
             plan, resolution = prepared.plan, prepared.resolution
             report = report_mod.base(opts.src, inp, plan)
             report["source"] = sources_mod.report_section(sources, resolution, opts.output)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from k2to3.core.findings import Finding
 from k2to3.errors import InputError
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.source.buildargs import parse_build_args
@@ -17,6 +18,7 @@ from k2to3.source.extract import index_sources
 from k2to3.source.files import SKIP_DIRS, notebook_source
 from k2to3.source.resolution import Resolution
 from k2to3.source.source_index import SourceIndex
+from k2to3.source.standalone_defaults import standalone_before_tf2, with_standalone_defaults
 from k2to3.upgrade.needs import module_name_for
 
 
@@ -208,6 +210,16 @@ def resolve(sources: Sources, artifact: LegacyArtifact, output: Path,
                                 bound=(sources.build_args or {}).get("globals"))
     finally:
         AUTO_NAMES_FROM.reset(token)
+
+
+def for_file_version(sources: Sources, keras_version: str | None) -> list[Finding]:
+    """The --src texts as the Keras that saved the file read them: a standalone Keras 2.0-2.3 file's `GRU(...)`
+    calls get that release's `reset_after=False` (source/standalone_defaults.py). One K2T492 finding per call."""
+    if sources.index is None or not standalone_before_tf2(keras_version):
+        return []
+    sources.index, where = with_standalone_defaults(sources.index)
+    return [Finding("K2T492", "info", f"reset_after=False written into the GRU call at {w} (Keras {keras_version}'s "
+                    "default, where tf_keras and Keras 3 default to True)") for w in where]
 
 
 def report_section(sources: Sources, resolution: Resolution | None, output: Path) -> dict[str, Any] | None:

@@ -212,7 +212,9 @@ class Keras2Idioms(cst.CSTTransformer):
             # TensorShape.as_list() (keras-tcn's build_output_shape): Keras 3's shapes are tuples
             return cst.parse_expression("k2to3.portable.shape_list(x)").with_changes(args=[cst.Arg(func.value)])
         if name in INT_SIZES:
-            return _int_size(updated, INT_SIZES[name])
+            updated = _int_size(updated, INT_SIZES[name])
+        if name == "Embedding":
+            return _embedding_length(updated)
         if name != "Input":
             return updated
         args = list(updated.args)
@@ -224,6 +226,24 @@ class Keras2Idioms(cst.CSTTransformer):
                         f"(({code},) if isinstance({code}, int) else {code})"))
                 break
         return updated.with_changes(args=args)
+
+
+def _embedding_length(call: cst.Call) -> cst.Call:
+    """Keras 2's `Embedding(..., input_length=N)` also gave the layer its input shape (a Sequential that starts with
+    it is built at once, with weights to restore); Keras 3 drops `input_length` with a warning, so the Sequential
+    has no weights until called. `input_shape=(N,)` is what Keras 3 reads for the same."""
+    given = {a.keyword.value for a in call.args if a.keyword is not None}
+    if "input_length" not in given or given & {"input_shape", "batch_input_shape", "batch_size"}:
+        return call
+    args = []
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "input_length":
+            if isinstance(a.value, cst.Name) and a.value.value == "None":
+                continue  # any length: nothing to say
+            a = a.with_changes(keyword=cst.Name("input_shape"), value=cst.Tuple(
+                [cst.Element(a.value, comma=cst.Comma())]))
+        args.append(a)
+    return call.with_changes(args=args)
 
 
 def _lambda_function(tree: ast.Module, line: int) -> str | None:
