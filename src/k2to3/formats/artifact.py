@@ -76,24 +76,32 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _protobuf_fields(buf: bytes):
-    """(field number, value) of a serialized protobuf message: varints and length-delimited values only
-    (what keras_metadata.pb uses); enough to read it without the protobuf package."""
+def _protobuf_fields(buf: bytes | memoryview):
+    """(field number, value) of a serialized protobuf message (keras_metadata.pb, saved_model.pb), enough to read
+    them without the protobuf package: a length-delimited value is a slice of `buf` (a memoryview stays one, no
+    copy), a varint an int; a length past the end of `buf` is refused (ValueError), not cut short."""
     i = 0
     while i < len(buf):
         key, i = _varint(buf, i)
         wire = key & 7
         if wire == 0:
             value, i = _varint(buf, i)
-        elif wire == 2:
-            n, i = _varint(buf, i)
-            value, i = buf[i:i + n], i + n
-        elif wire in (1, 5):
-            n = 8 if wire == 1 else 4
+        elif wire in (1, 2, 5):
+            if wire == 2:
+                n, i = _varint(buf, i)
+            else:
+                n = 8 if wire == 1 else 4
+            if i + n > len(buf):
+                raise ValueError(f"a protobuf field of {n} bytes at byte {i} runs past the end ({len(buf)} bytes)")
             value, i = buf[i:i + n], i + n
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield key >> 3, value
+
+
+def _first_field(buf: bytes | memoryview, number: int) -> Any:
+    """The first value of field `number` in a message (the first element of a repeated field), or None."""
+    return next((value for n, value in _protobuf_fields(buf) if n == number), None)
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -109,7 +117,8 @@ def _varint(buf: bytes, i: int) -> tuple[int, int]:
 
 def read_keras_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
     """(model config, keras version, format) of a tf.keras `.keras` archive or a Keras SavedModel directory,
-    read as data: config.json from the zip, the root object's metadata from keras_metadata.pb."""
+    read as data: config.json from the zip, the root object's metadata from keras_metadata.pb (TF >= 2.5) or from
+    saved_model.pb's object graph (TF 2.0-2.4)."""
     kind = sniff(path)
     try:
         if kind == "zip":
@@ -120,28 +129,68 @@ def read_keras_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
             check_model_config(config, f"{path}: config.json")
             return config, meta.get("keras_version") if isinstance(meta, dict) else None, "keras archive"
         if kind == "savedmodel":
-            meta_path = path / "keras_metadata.pb"
-            if not meta_path.is_file():
-                raise NotPortable(f"{path}: a SavedModel without keras_metadata.pb (written by tf.saved_model.save, "
-                                  "not Keras): it has no layers to rebuild",
-                                  hint="re-save the model from Keras 2 with model.save('model.h5')")
-            _check_savedmodel(path, meta_path)
-            for field_no, node in _protobuf_fields(meta_path.read_bytes()):
-                obj = dict(_protobuf_fields(node)) if field_no == 1 else {}
-                if obj.get(3) == b"root":
-                    meta = json.loads(obj[5])
-                    config = meta.get("model_config") or {"class_name": meta["class_name"], "config": meta["config"]}
-                    check_model_config(config, f"{meta_path}: root object")
-                    return config, meta.get("keras_version"), "SavedModel"
-            raise InputError(f"{path}: keras_metadata.pb has no root object", hint="re-save the model")
+            return _savedmodel_config(path)
     except (KeyError, ValueError, IndexError, TypeError, AttributeError, zipfile.BadZipFile, OSError) as exc:
         raise InputError(f"{path}: unreadable Keras {kind} ({type(exc).__name__}: {clip(str(exc), 80)})",
                          hint="copy it again from its source") from None
     raise InputError(f"{path}: not a Keras archive or SavedModel")
 
 
+def _savedmodel_config(path: Path) -> tuple[dict[str, Any], str | None, str]:
+    meta_path = path / "keras_metadata.pb"
+    if meta_path.is_file():  # TF >= 2.5: one SavedMetadata node per Keras object, the model's at node_path root
+        _check_savedmodel(path, meta_path, MAX_METADATA_BYTES)
+        for field_no, node in _protobuf_fields(meta_path.read_bytes()):
+            obj = dict(_protobuf_fields(node)) if field_no == 1 else {}
+            if obj.get(3) == b"root":
+                return _root_config(obj[5], f"{meta_path}: root object")
+        raise InputError(f"{path}: keras_metadata.pb has no root object", hint="re-save the model")
+    pb = path / "saved_model.pb"
+    _check_savedmodel(path, pb, MAX_SAVED_MODEL_BYTES)
+    identifier, metadata = _legacy_root(memoryview(pb.read_bytes()))
+    if not identifier.startswith("_tf_keras_") or not metadata:
+        what = f"Keras' model.save; its root object, a {identifier}, carries no config" \
+            if identifier.startswith("_tf_keras_") else \
+            f"Keras; its root object is {'a ' + identifier if identifier else 'not a user object'}"
+        raise NotPortable(f"{path}: a SavedModel without keras_metadata.pb (written by tf.saved_model.save, not "
+                          f"{what}): it has no layers to rebuild",
+                          hint="re-save the model from Keras 2 with model.save('model.h5')")
+    if len(metadata) > MAX_METADATA_BYTES:
+        raise InputError(f"{pb}: the root object's Keras metadata is {len(metadata)} bytes, over the "
+                         f"{MAX_METADATA_BYTES}-byte limit; refused", hint="docs/security.md")
+    return _root_config(bytes(metadata), f"{pb}: root object")
+
+
+def _legacy_root(saved_model: bytes | memoryview) -> tuple[str, bytes | memoryview]:
+    """(identifier, metadata) of the root object's SavedUserObject in a serialized SavedModel, as TF 2.0-2.4's
+    Keras wrote it (the model's JSON config in the object graph; TF >= 2.5 moved it to keras_metadata.pb):
+    SavedModel.meta_graphs[0] (2) .object_graph_def (7) .nodes[0] (1) .user_object (4) .identifier (1),
+    .metadata (3). ("", b"") when the root is not a user object."""
+    graph = _first_field(saved_model, 2)
+    objects = _first_field(graph, 7) if graph is not None else None
+    root = _first_field(objects, 1) if objects is not None else None
+    user = _first_field(root, 4) if root is not None else None
+    if user is None:
+        return "", b""
+    fields = dict(_protobuf_fields(user))  # one of each: the last would win, as in protobuf
+    identifier, metadata = fields.get(1, b""), fields.get(3, b"")
+    if not isinstance(identifier, bytes | memoryview) or not isinstance(metadata, bytes | memoryview):
+        raise ValueError("the root object's identifier or metadata is not a string")
+    return bytes(identifier).decode("utf-8"), metadata
+
+
+def _root_config(metadata: bytes, where: str) -> tuple[dict[str, Any], str | None, str]:
+    meta = json.loads(metadata)
+    config = meta.get("model_config") or {"class_name": meta["class_name"], "config": meta["config"]}
+    check_model_config(config, where)
+    return config, meta.get("keras_version"), "SavedModel"
+
+
 # Limits on the metadata read from archives and SavedModels (docs/security.md); real ones are a few MB at most.
 MAX_METADATA_BYTES = 64 << 20
+# saved_model.pb holds the traced graphs too (a TF 2.0-2.4 Keras SavedModel's config is read from it): protobuf's
+# own limit is 2 GiB; real ones are a few MB.
+MAX_SAVED_MODEL_BYTES = 1 << 30
 MAX_ZIP_RATIO = 200
 
 
@@ -161,16 +210,16 @@ def _check_zip(path: Path, z: zipfile.ZipFile) -> None:
                                  hint="re-save the model from Keras; see docs/security.md")
 
 
-def _check_savedmodel(path: Path, meta_path: Path) -> None:
+def _check_savedmodel(path: Path, meta_path: Path, limit: int) -> None:
     root = path.resolve()
     for q in [path, *path.rglob("*")]:
         if q.is_symlink() and not q.resolve().is_relative_to(root):
             raise InputError(f"{path}: {q.relative_to(path)} is a symlink to {q.resolve()}, outside the SavedModel; "
                              "refused", hint="copy the real files into the directory; see docs/security.md")
     size = meta_path.stat().st_size
-    if size > MAX_METADATA_BYTES:
-        raise InputError(f"{meta_path}: {size} bytes, over the {MAX_METADATA_BYTES}-byte limit for Keras metadata; "
-                         "refused", hint="docs/security.md")
+    if size > limit:
+        raise InputError(f"{meta_path}: {size} bytes, over the {limit}-byte limit for Keras metadata; refused",
+                         hint="docs/security.md")
 
 
 def sniff(path: Path) -> str:
