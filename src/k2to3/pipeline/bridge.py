@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from k2to3.errors import NotPortable
 from k2to3.formats import Input, bridged
@@ -20,6 +21,7 @@ from k2to3.workers.protocol import BridgeRequest
 def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Callable[[], Pool],
            progress: Callable[[str], None]) -> Input:
     config, version, fmt = read_keras_config(inp.path)
+    config = _root_as_layer(config)
     needs = collect_needs(config, None)
     lambdas = [n.layer for n in needs if n.kind in ("lambda", "activation_lambda")]
     if lambdas:
@@ -53,7 +55,27 @@ def bridge(inp: Input, sources: Sources, output: Path, work: Path, get_pool: Cal
             f"rebuilt by tf_keras {reply['keras_version']} from config.json, its weights read as data (tf_keras's "
             "loader refused the archive; layers matched to the weights' groups by name, or by class and creation "
             "order for a tf.keras 2.13/2.14 archive: formats/keras_archive.py)")
+    if reply.get("wrapped"):
+        how += (f"; {reply['wrapped']}, a subclassed Model whose layers are connected in call(), re-saved as the "
+                "functional model of one layer, itself, on the inputs it was saved with")
+        progress(f"{reply['wrapped']} is a subclassed Model: converted as the one layer of a functional model")
     if reply.get("how") == "read as data":
         progress("tf_keras's loader refused the archive: rebuilt from config.json, its weights read as data")
     return bridged(inp, out, {"format": fmt, "keras_version": version, "bridged": f"{how} and re-saved as HDF5"},
                    weights_only_ok=sources.build_fn is not None)
+
+
+GRAPH_CLASSES = ("Functional", "Model", "Sequential")
+
+
+def _root_as_layer(config: dict[str, Any]) -> dict[str, Any]:
+    """A subclassed Model saved as the root (`{"class_name": "Tower", "config": {"num_classes": 3}}`): read as the one
+    layer of a functional model, which is what the tensorflow worker re-saves (workers/golden.py as_layer_graph), so
+    its class is a custom object the --src files must define like any layer's."""
+    if not isinstance(config, dict) or config.get("class_name") in GRAPH_CLASSES:
+        return config
+    inner = config.get("config")
+    if isinstance(inner, dict) and "layers" in inner:
+        return config  # a subclass whose __init__ built a functional graph: tf_keras saved the graph
+    return {"class_name": "Functional", "config": {"name": "root", "layers": [{**config, "name": "root",
+                                                                                "inbound_nodes": []}]}}

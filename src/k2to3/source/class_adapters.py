@@ -8,7 +8,9 @@
   as a tuple (and each shape in a list of shapes too); shapes Keras 3 passes itself go through unchanged.
 * A keras.Model subclass used as a layer (a siamese network's shared tower) was saved by Keras 2 with the config {},
   and Keras 3 rebuilds it with cls(**config) including name, trainable and dtype, which an `__init__(self)` rejects:
-  it gets a from_config that passes what `__init__` takes and sets the name after.
+  it gets a from_config that passes what `__init__` takes and sets the name after; one whose `__init__` takes
+  arguments and that defines no get_config gets one returning the plain arguments from_config built it with (Keras 3
+  records none for a Model subclass, and the .keras could not be saved).
 
 Nothing here imports keras."""
 
@@ -85,12 +87,42 @@ def _k2to3_model_config(cls):
         name = config.get("name")
         kept = config if takes_any else {k: v for k, v in config.items() if k in params}
         obj = klass(**kept)
+        obj._k2to3_init_config = {k: v for k, v in kept.items() if k not in ("name", "trainable", "dtype")
+                                  and _k2to3_plain(v)}
         if name and not takes_any and "name" not in params:
             obj._name = name
         return obj
 
     cls.from_config = from_config
+    if "get_config" not in vars(cls):
+        _k2to3_recorded_config(cls)
     return cls
+
+
+def _k2to3_recorded_config(cls):
+    # Keras 3 records no config for a Model subclass whose __init__ takes arguments (get_config raises), so the
+    # .keras could not be saved: the plain arguments from_config built it with are its config, as tf.keras kept them
+    base = cls.get_config
+
+    def get_config(self):
+        recorded = getattr(self, "_k2to3_init_config", None)
+        try:
+            config = base(self)  # (with this override in place Keras returns its base keys, not auto-config)
+        except NotImplementedError:
+            if recorded is None:
+                raise
+            config = {"name": self.name, "trainable": self.trainable}
+        return {**config, **(recorded or {})}
+
+    cls.get_config = get_config
+
+
+def _k2to3_plain(value):
+    if isinstance(value, (list, tuple)):
+        return all(_k2to3_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _k2to3_plain(v) for k, v in value.items())
+    return value is None or isinstance(value, (bool, int, float, str))
 
 '''
 

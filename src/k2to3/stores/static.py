@@ -144,7 +144,8 @@ def _static_verdict(path: Path, defs: dict[str, str], index: SourceIndex | None 
     found = all(n["source"] for n in needs if n["object"]) and not any(n["code"] == "K2T901" for n in needs)
     row["needs"] = needs
     if found and src_reason is None:  # the resolver did not run (no tree index, or not HDF5)
-        return {**row, "verdict": "portable with source", "reason": "custom objects defined in the tree"}
+        files = sorted({n["source"].rsplit(":", 1)[0] for n in needs if n["source"]})  # what --verify passes
+        return {**row, "verdict": "portable with source", "src": files, "reason": "custom objects defined in the tree"}
     return {**row, "verdict": "blocked", "reason": src_reason or errors[0].line()}
 
 

@@ -198,8 +198,34 @@ def op_bridge(req: BridgeRequest) -> dict[str, Any]:
             if not zipfile.is_zipfile(req.src):
                 raise
             model, how = archive_as_data(tf_keras, req.src, objects, exc), "read as data"
-    model.save(req.out, save_format="h5")
-    return {"keras_version": tf_keras.__version__, "compiled": compiled, "how": how}
+    wrapped = as_layer_graph(tf_keras, model)
+    wrapped.save(req.out, save_format="h5")
+    return {"keras_version": tf_keras.__version__, "compiled": compiled, "how": how,
+            "wrapped": type(model).__name__ if wrapped is not model else None}
+
+
+def as_layer_graph(tf_keras: Any, model: Any) -> Any:
+    """A subclassed Model whose layers are connected only in call() (`class Tower(keras.Model)` saved to a
+    SavedModel or archive, its class from --src): the functional model of one layer, that model, on the inputs it
+    was saved with (its save spec). HDF5 and the rest of the pipeline hold a layer graph; a Model subclass used as a
+    layer converts like any custom layer (source/class_adapters.py)."""
+    import tensorflow as tf
+
+    if getattr(model, "_is_graph_network", False) or isinstance(model, tf_keras.Sequential):
+        return model
+    spec = model.save_spec() if hasattr(model, "save_spec") else None
+    tensors = [a for a in tf.nest.flatten(spec) if isinstance(a, tf.TensorSpec)] if spec else []
+    if spec and len(spec[0]) == 1 and not any(isinstance(v, tf.TensorSpec) for v in tf.nest.flatten(spec[1])):
+        inputs = tf.nest.map_structure(lambda s: tf_keras.Input(shape=s.shape[1:], dtype=s.dtype), spec[0][0])
+    elif not tensors and getattr(model, "_build_input_shape", None) is not None:  # built from a build_config
+        shape = tf.TensorShape(model._build_input_shape)
+        inputs = tf_keras.Input(shape=shape[1:])
+    else:
+        raise K2to3Error(f"{type(model).__name__} is a subclassed keras Model with no recorded input (never called "
+                         "or built before it was saved, or called with several tensors): its inputs are not in the "
+                         "file", hint="build the same layers as a functional model (keras.Model(inputs, outputs)) in "
+                         "the source, save_weights, and convert that file with --src FILE:FUNCTION")
+    return tf_keras.Model(inputs, model(inputs), name=model.name)
 
 
 def archive_as_data(tf_keras: Any, src: str, objects: dict[str, Any], why: Exception) -> Any:

@@ -120,6 +120,7 @@ class BridgeReply(Reply):
     keras_version: str
     compiled: bool
     how: str  # "loaded" | "read as data"
+    wrapped: str | None  # a subclassed Model saved as the root: its class, re-saved as a one-layer functional model
 
 
 class _Available(Reply):
