@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import ARTIFACTS, CACHE, FIXTURES
 
-from k2to3.checks.gradcompare import compare_grads
-from k2to3.checks.gradients import loss_specs
+from k2to3.checks.training.gradient_check import loss_specs
+from k2to3.checks.training.gradient_compare import compare_grads
 from k2to3.core.compare import compare_arrays
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.core.options import VerifyOptions
@@ -78,12 +78,12 @@ def test_compare_grads_figures_equal_a_direct_float64_computation():
     assert rows[2]["rel_l2"] == float("inf") and np.isnan(rows[2]["cosine"]) and np.isnan(rows[2]["ref_max_abs"])
 
 def test_rows_compared_as_the_replies_came_are_the_rows_of_the_section(tmp_path):
-    """gradients.EarlyRows compares each backend's step gradients while the others still train; build_section
+    """gradient_check.EarlyRows compares each backend's step gradients while the others still train; build_section
     takes those rows as they are, with the reference arrays they used: the same section as comparing them all at
     the end (timings aside)."""
     from types import SimpleNamespace
 
-    from k2to3.checks.gradcompare import backend_row, build_section, load_grads
+    from k2to3.checks.training.gradient_compare import backend_row, build_section, load_grads
     from k2to3.core import arrayfile
 
     rng = np.random.default_rng(7)
@@ -245,7 +245,7 @@ def test_grads_lstm_with_dropout_on_convert_and_verify(pool, tmp_path):
 
 
 def test_training_mismatch_within_the_gradients_sensitivity_is_said_so():
-    from k2to3.checks.training import explain as _explain_training
+    from k2to3.checks.training.gradient_check import explain_training as _explain_training
 
     report = {"training": {"status": "mismatch"}, "gradients": {"numeric_verdict": "within_reference_sensitivity"}}
     _explain_training(report)

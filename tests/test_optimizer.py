@@ -264,7 +264,7 @@ def test_targets_and_loss_need_fit_steps(tmp_path):
 def test_seeded_targets_are_typed_for_the_loss(tmp_path):
     import numpy as np
 
-    from k2to3.checks.training import load_targets
+    from k2to3.checks.training.batch import load_targets
     from k2to3.core.seeds import make_targets
     from k2to3.errors import InputError
 
@@ -336,7 +336,7 @@ def test_compile_sgd_string_file_converts_and_resumes(pool, tmp_path):
 
 @pytest.mark.slow
 def test_a_bad_targets_file_is_one_line_with_the_steps_joined_to_verification(pool, tmp_path):
-    """The training steps run in the verification's round (training.fused): a --targets file whose batch is not the
+    """The training steps run in the verification's round (schedule.fused): a --targets file whose batch is not the
     inputs' stops before any work, one whose array count is not the model's after the round; both an InputError
     (exit 2) naming the file, no .keras left behind; a good one trains at parity."""
     import numpy as np

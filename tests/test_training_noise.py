@@ -1,4 +1,4 @@
-"""The training verdict knows float32 noise (checks/trainingnoise.py, docs/optimizers.md#float32-training-noise):
+"""The training verdict knows float32 noise (checks/training/noise_probe.py, docs/optimizers.md#float32-training-noise):
 a bias in front of BatchNormalization that Adam moves by float32 rounding alone is within noise (exit 0, figures
 kept); a real state error (slots swapped between two weights, a lost iteration count) is still a mismatch.
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import FIXTURES, ROOT
 
-from k2to3.checks.trainingnoise import BEYOND, WITHIN, judge, not_noise
+from k2to3.checks.training.noise_verdict import BEYOND, WITHIN, judge, not_noise
 from k2to3.workers.protocol import DropHeldRequest, FitGoldenRequest, FitNoiseRequest
 
 OPT = FIXTURES / "optimizers"
@@ -81,7 +81,7 @@ def test_a_model_training_batchnorm_starts_its_probe_with_the_steps(name, bn):
     """The first round starts with tf_keras's steps only where a mismatch at the noise floor is the rule."""
     from types import SimpleNamespace
 
-    from k2to3.checks.trainingnoise import trains_batchnorm
+    from k2to3.checks.training.noise_probe import trains_batchnorm
     from k2to3.upgrade import upgrade
 
     with h5py.File(OPT / f"{name}.h5", "r") as f:
@@ -136,7 +136,7 @@ def test_the_first_round_taken_with_the_steps_is_the_probe_after_them(pool, conv
 
     _, r = converted
     assert r["training"]["noise_probe"]["first_round_with_steps"] == (pool.max_parallel > 1)
-    # with a core for each side, tf_keras's golden, steps and probe ran on the reference worker (reference_lane.py)
+    # with a core for each side, tf_keras's golden, steps and probe ran on the reference worker (reference_worker.py)
     roles = {e["role"] for e in r["memory"]["schedule"]}
     assert ("reference" in roles) == ("reference" in r["memory"]["workers"]) == (pool.max_parallel > 1), roles
     cores = pool.cores
@@ -278,8 +278,8 @@ def test_real_unets_with_dormant_units_train_within_float32_noise(rel, corpus, p
     """sleap's UNets (AMSGrad, second moments ~1e-13 on units that stopped learning): a backend's float32 order flips
     a discrete event of the step (a ReLU or max-pool near-tie) and Adam turns it into steps of the learning rate's
     size there (torch or jax 1.6e-4 to 6.3e-4 from tf_keras). tf_keras's own nudged runs land on the same weights in
-    only some runs (trainingnoise.WIDE_EPS); the probe's verdict must not hang on the seeds' luck."""
-    from k2to3.checks.trainingnoise import NUDGE_EPS, ROUNDS, WIDE_EPS
+    only some runs (noise_probe.WIDE_EPS); the probe's verdict must not hang on the seeds' luck."""
+    from k2to3.checks.training.noise_probe import NUDGE_EPS, ROUNDS, WIDE_EPS
     from k2to3.core.options import ConvertOptions
     from k2to3.pipeline.convert import convert
 

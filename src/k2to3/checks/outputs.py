@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import divergence, noise, reference_lane
+from k2to3.checks import divergence, noise
 from k2to3.checks.base import Check, Done, Jobs, Run, WorkerJob
 from k2to3.checks.format import fmt
+from k2to3.checks.training import reference_worker
 from k2to3.core.compare import compare_outputs
 from k2to3.errors import Exit, K2to3Error
 from k2to3.workers.process import WorkerError
@@ -23,11 +24,11 @@ NOISE = "within_float32_noise"  # a backend whose every difference the measured 
 
 
 def _golden_job(run: Run) -> WorkerJob:
-    """The tf_keras golden (the tensorflow worker's first job, or the reference worker's: reference_lane.py). With
-    --fit-steps every worker keeps the model it loads for the training steps (reference_lane.hold_models): the golden is
-    then computed by the reference those steps train (op golden_reference), for a plain file."""
-    held = reference_lane.hold_models(run) and not run.golden_args
-    # the training steps joined to this round take their targets' shapes from the golden (training.Targets)
+    """The tf_keras golden (the tensorflow worker's first job, or the reference worker's: training/reference_worker.py).
+    With --fit-steps every worker keeps the model it loads for the training steps (reference_worker.hold_models): the
+    golden is then computed by the reference those steps train (op golden_reference), for a plain file."""
+    held = reference_worker.hold_models(run) and not run.golden_args
+    # the training steps joined to this round take their targets' shapes from the golden (training/batch.py: Targets)
     written = run.state["golden_written"] = threading.Event()
 
     def tf_side(w: Any) -> tuple[dict[str, Any] | None, WorkerError | None]:
@@ -46,7 +47,7 @@ def _golden_job(run: Run) -> WorkerJob:
             written.set()
         return golden, gerr
 
-    return reference_lane.on_reference(tf_side)
+    return reference_worker.on_reference(tf_side)
 
 
 def _computes_golden(run: Run) -> bool:
@@ -56,15 +57,15 @@ def _computes_golden(run: Run) -> bool:
 def start_reference(run: Run) -> None:
     """Before the build: a run with a reference worker starts the golden there now, beside the build (a plain file:
     it needs the file and the inputs only); jobs() queues the job that hands its result over."""
-    if _computes_golden(run) and not run.golden_args and reference_lane.split(run):
-        run.state["early_golden"] = reference_lane.start_early(run, _golden_job(run))
+    if _computes_golden(run) and not run.golden_args and reference_worker.split(run):
+        run.state["early_golden"] = reference_worker.start_early(run, _golden_job(run))
 
 
 def jobs(run: Run) -> Jobs:
     """One process per backend: the tensorflow worker computes the tf_keras golden and then verifies; torch and jax
     verify meanwhile, side by side as far as the memory budget allows (Pool.run), else one after another. With
-    --fit-steps every worker keeps the model it loads for the training steps (reference_lane.hold_models)."""
-    hold = reference_lane.hold_models(run)
+    --fit-steps every worker keeps the model it loads for the training steps (reference_worker.hold_models)."""
+    hold = reference_worker.hold_models(run)
 
     def verify_on(b: str) -> Any:
         return lambda w: w.call(VerifyRequest(keras=str(run.keras), inputs=run.npz("inputs"), out=run.npz(f"out-{b}"),

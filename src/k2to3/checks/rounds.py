@@ -3,8 +3,8 @@ backend per core, within the memory budget), and split back to each check in the
 
 from __future__ import annotations
 
-from k2to3.checks import reference_lane
 from k2to3.checks.base import Check, Done, Jobs, Run
+from k2to3.checks.training import reference_worker
 from k2to3.workers.process import crashed, with_switches
 
 
@@ -34,7 +34,7 @@ def one_round(run: Run, queued: list[tuple[Check, Jobs]], release_finished: bool
         merged = order(merged)
     done: Done = {}
     if merged:  # the pool admits roles in the order they first appear
-        routed, where = reference_lane.route(run, switched(run, merged))
+        routed, where = reference_worker.route(run, switched(run, merged))
         ran = run.pool.run(routed, run.weight_bytes, release_finished=release_finished)
         done = {r: [ran[at][i] for at, i in where[r]] for r in merged}  # each job's future where it was queued
         if any(c.retry_without_onednn for c, _ in queued) and any(crashed(f) for f in done.get("torch", [])):

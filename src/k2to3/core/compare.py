@@ -361,7 +361,7 @@ PARALLEL_MAX_BYTES = 64 << 20
 
 def diff_l2(got: np.ndarray, ref: np.ndarray) -> float:
     """||got - ref|| in float64: how far a whole tensor moved (the training noise floor's statistic,
-    checks/trainingnoise.py), where the largest element alone is an extreme value that varies severalfold between
+    checks/training/noise_probe.py), where the largest element alone is an extreme value that varies severalfold between
     seeds."""
     if not ref.size:
         return 0.0
@@ -371,9 +371,10 @@ def diff_l2(got: np.ndarray, ref: np.ndarray) -> float:
 
 
 def weight_changes(weights: list[np.ndarray], ref_w: list[np.ndarray]) -> tuple[list[float], list[float]]:
-    """Per weight, how far it is from the reference's: its largest absolute difference (in the weights' own dtype:
-    the difference of two close float32 numbers is exact) and the L2 norm of the difference. The training noise
-    probe's measure of one run (workers/fitnoise.py measures it there, checks/trainingnoise.py from a saved run)."""
+    """Per weight, how far it is from the reference's: its largest absolute difference (in the weights' own dtype: the
+    difference of two close float32 numbers is exact) and the L2 norm of the difference. The training noise probe's
+    measure of one run (workers/training/noise_fit.py measures it there, checks/training/noise_probe.py from a saved
+    run)."""
     return ([float(np.max(np.abs(w - r))) if r.size else 0.0 for w, r in zip(weights, ref_w)],
             [diff_l2(w, r) for w, r in zip(weights, ref_w)])
 

@@ -98,7 +98,7 @@ def nadam_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], s
 
 
 def reference_compiles(optimizer_config: dict[str, Any] | None) -> bool:
-    """tf_keras trains this optimizer compiled, not eagerly (workers/fit.py): tf.keras >= 2.11 Nadam, whose
+    """tf_keras trains this optimizer compiled, not eagerly (workers/training/fit_ops.py): tf.keras >= 2.11 Nadam, whose
     momentum product depends on Python state fixed when the train step is traced (K2T606)."""
     cfg = optimizer_config or {}
     inner = (cfg.get("config") or {}).get("inner_optimizer") if cfg.get("class_name") == "LossScaleOptimizerV3" \

@@ -24,19 +24,16 @@ from k2to3.workers import (
     checkpoints,
     deferred,
     export,
-    fit,
-    fitnoise,
     fixed_random,
     golden,
     grads,
-    held,
     memory,
     protocol,
-    reference,
     reruns,
     verify,
 )
 from k2to3.workers.runtime import keras3
+from k2to3.workers.training import fit_ops, held_models, noise_fit, reference_model
 
 
 def _pin_threads(backend: str) -> None:
@@ -125,15 +122,15 @@ OPS: dict[type[protocol.Request[Any]], Callable[[Any], dict[str, Any]]] = {
     protocol.CkptBridgeRequest: checkpoints.op_ckpt_bridge,
     protocol.VerifyRequest: verify.op_verify,
     protocol.GoldenRequest: golden.op_golden,
-    protocol.GoldenReferenceRequest: reference.op_golden_reference,
+    protocol.GoldenReferenceRequest: reference_model.op_golden_reference,
     protocol.BridgeRequest: golden.op_bridge,
     protocol.Float64Request: reruns.op_float64,
     protocol.GradsRequest: grads.op_grads,
     protocol.GoldenGradsRequest: grads.op_golden_grads,
-    protocol.FitRequest: fit.op_fit,
-    protocol.FitGoldenRequest: fit.op_fit_golden,
-    protocol.FitNoiseRequest: fitnoise.op_fit_noise,
-    protocol.DropHeldRequest: held.op_drop_held,
+    protocol.FitRequest: fit_ops.op_fit,
+    protocol.FitGoldenRequest: fit_ops.op_fit_golden,
+    protocol.FitNoiseRequest: noise_fit.op_fit_noise,
+    protocol.DropHeldRequest: held_models.op_drop_held,
     protocol.ExportRequest: export.op_export,
     protocol.LoadedRequest: deferred.op_loaded,
 }

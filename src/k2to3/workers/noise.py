@@ -1,6 +1,6 @@
-"""Training-time randomness switched off, the same way in every job that compares a training computation across
-sides (the gradients of workers/grads.py, the steps of workers/fit.py), on tf_keras and Keras 3 models alike: every
-dropout rate and noise level set to 0, so both sides compute the same deterministic function (BatchNormalization
+"""Training-time randomness switched off, the same way in every job that compares a training computation across sides
+(the gradients of workers/grads.py, the steps of workers/training/fit_ops.py), on tf_keras and Keras 3 models alike:
+every dropout rate and noise level set to 0, so both sides compute the same deterministic function (BatchNormalization
 still uses batch statistics in training mode)."""
 
 from __future__ import annotations

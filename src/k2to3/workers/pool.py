@@ -17,8 +17,8 @@ from k2to3.workers import memory
 from k2to3.workers.process import Job, Worker
 
 KINDS = ("tensorflow", "torch", "jax")
-# A second tensorflow process for the tf_keras side of a run that trains (checks/reference_lane.py): the Keras 2
-# reference, its training steps and their float32 noise probe, beside the Keras 3 tensorflow worker's build,
+# A second tensorflow process for the tf_keras side of a run that trains (checks/training/reference_worker.py): the
+# Keras 2 reference, its training steps and their float32 noise probe, beside the Keras 3 tensorflow worker's build,
 # verification and steps. Never started unless a run asks for it.
 REFERENCE = "reference"
 BACKEND = {"tensorflow": "tensorflow", "torch": "torch", "jax": "jax", REFERENCE: "tensorflow"}

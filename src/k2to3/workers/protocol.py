@@ -185,7 +185,7 @@ class VerifyRequest(Keras3Model[VerifyReply]):
     out: str
     layers: bool = False
     layers_out: str | None = None
-    hold: bool = False  # keep the model for op fit (--fit-steps, workers/held.py)
+    hold: bool = False  # keep the model for op fit (--fit-steps, workers/training/held_models.py)
 
 
 @op("golden", GoldenReply)
@@ -246,7 +246,7 @@ class GradsRequest(Keras3Model[GradsReply]):
     inputs: str
     targets: str
     out: str
-    losses: list[Any]  # one loss spec per output (checks/gradients.py)
+    losses: list[Any]  # one loss spec per output (checks/training/gradient_check.py)
     training: bool = True
 
 

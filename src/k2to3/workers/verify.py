@@ -51,8 +51,8 @@ def op_verify(req: VerifyRequest) -> dict[str, Any]:
     }
     if req.layers:
         reply["layer_names"] = layer_outputs(keras, model, xs, req.layers_out, keras.layers.InputLayer)
-    if req.hold:  # op fit trains this model next (--fit-steps): no second load (workers/held.py)
-        from k2to3.workers import held
+    if req.hold:  # op fit trains this model next (--fit-steps): no second load (workers/training/held_models.py)
+        from k2to3.workers.training import held_models
 
-        held.hold("keras3", held.keras3_key(req), (keras, model, t_load))
+        held_models.hold("keras3", held_models.keras3_key(req), (keras, model, t_load))
     return reply

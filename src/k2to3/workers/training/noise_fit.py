@@ -1,14 +1,14 @@
-"""Worker op `fit_noise` (checks/trainingnoise.py, docs/optimizers.md#float32-training-noise): tf_keras's own
+"""Worker op `fit_noise` (checks/training/noise_probe.py, docs/optimizers.md#float32-training-noise): tf_keras's own
 sensitivity of the `--fit-steps` steps to float32 rounding. The original file loaded once, as the reference is
-(workers/fit.py), then the same steps on the same batch from the file's state with every trainable weight moved by a
-few float32 ulps (restore_nudged), once per seed, the model and the optimizer put back between the runs. Each run's
+(fit_ops.py), then the same steps on the same batch from the file's state with every trainable weight moved by a few
+float32 ulps (restore_nudged), once per seed, the model and the optimizer put back between the runs. Each run's
 change to each weight (its largest absolute difference from the reference's own steps, and the L2 norm of that
 difference) is measured here and replied;
 the weights go through a file only when the reference's are not at hand. Asked for only after a training mismatch.
 
 With `grads` each run also keeps its first step's gradients and replies how far each moved from the reference's
 (`grad_changes`, relative L2): the float32 sensitivity of the step's gradients that a gradient mismatch is judged
-against (checks/gradients.py). `grads_only` takes that first step's gradients alone, nothing applied."""
+against (checks/training/gradient_check.py). `grads_only` takes that first step's gradients alone, nothing applied."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ import numpy as np
 
 from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2, weight_changes
-from k2to3.workers import held
-from k2to3.workers.fit import dense, layer_weights, load_batch, save_weights, train_steps
 from k2to3.workers.protocol import FitNoiseRequest
-from k2to3.workers.reference import load_reference, reference_key, step_state
+from k2to3.workers.training import held_models
+from k2to3.workers.training.reference_model import load_reference, reference_key, step_state
+from k2to3.workers.training.train_steps import dense, layer_weights, load_batch, save_weights, train_steps
 
 
 def restore_nudged(model: Any, state: list[Any], saved: list[np.ndarray], eps: float, rng: np.random.Generator
@@ -50,7 +50,7 @@ def restore_nudged(model: Any, state: list[Any], saved: list[np.ndarray], eps: f
 def reference_after(req: FitNoiseRequest) -> list[np.ndarray] | None:
     """The reference's weights after its own steps (fit_golden), which every run is measured against: held when
     fit_golden ran in this worker with `hold`, else read from `ref_weights` when the request names it."""
-    got = held.take("reference_after", reference_key(req), keep=True)
+    got = held_models.take("reference_after", reference_key(req), keep=True)
     if got is None and req.ref_weights:
         got = arrayfile.read(req.ref_weights)
     return got
@@ -58,7 +58,7 @@ def reference_after(req: FitNoiseRequest) -> list[np.ndarray] | None:
 
 def reference_grads(req: FitNoiseRequest) -> list[np.ndarray] | None:
     """tf_keras's gradients of its own first step (fit_golden): held when it ran here with `hold`, else read."""
-    got = held.take("reference_grads", reference_key(req), keep=True)
+    got = held_models.take("reference_grads", reference_key(req), keep=True)
     if got is None and req.ref_grads:
         got = arrayfile.read(req.ref_grads)
     return got
@@ -77,8 +77,8 @@ def op_fit_noise(req: FitNoiseRequest) -> dict[str, Any]:
     released."""
     t0 = time.perf_counter()
     key = reference_key(req)
-    got = held.take("reference", key)
-    if got is None and req.held_only:  # started beside the steps (trainingnoise.start_first_round): no load
+    got = held_models.take("reference", key)
+    if got is None and req.held_only:  # started beside the steps (noise_probe.start_first_round): no load
         return {"available": False, "reason": "no held reference"}
     if got is None:
         ref = load_reference(req)
@@ -97,7 +97,7 @@ def op_fit_noise(req: FitNoiseRequest) -> dict[str, Any]:
         restore_nudged(model, state, saved, float(req.eps), np.random.default_rng(int(seed)))
         spy = None
         if ref_grads is not None:
-            from k2to3.workers.stepgrads import GoldenStepGrads
+            from k2to3.workers.training.step_gradients import GoldenStepGrads
 
             spy = GoldenStepGrads(model, apply=not only)
         try:
@@ -119,9 +119,9 @@ def op_fit_noise(req: FitNoiseRequest) -> dict[str, Any]:
             save_weights(out, names, arrays)
         runs.append(run)
     if req.keep:
-        held.hold("reference", key, got)
+        held_models.hold("reference", key, got)
     else:
-        held.take("reference_after", key)  # released with the reference
-        held.take("reference_grads", key)
+        held_models.take("reference_after", key)  # released with the reference
+        held_models.take("reference_grads", key)
     return {"available": True, "runs": runs, "weight_names": names, "state_source": ref.source,
             "load_seconds": loaded, "seconds": time.perf_counter() - t0}

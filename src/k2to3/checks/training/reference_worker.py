@@ -16,18 +16,39 @@ from typing import Any
 
 from k2to3.checks.base import Jobs, Run, WorkerJob
 from k2to3.workers.pool import REFERENCE
+from k2to3.workers.process import WorkerError
+from k2to3.workers.protocol import DropHeldRequest
 
 MARK = "_k2to3_reference_side"
 
-# With --fit-steps the models stay in their workers between jobs (workers/held.py: the .keras verify loaded for fit,
-# the tf_keras golden model for the reference steps, the reference's state before its steps for this probe) up to
-# this size of weights: a held state is a second copy of the weights and the optimizer slots.
+# With --fit-steps the models stay in their workers between jobs (workers/training/held_models.py: the .keras verify
+# loaded for fit, the tf_keras golden model for the reference steps, the reference's state before its steps for the
+# noise probe) up to this size of weights: a held state is a second copy of the weights and the optimizer slots.
 HOLD_MAX_BYTES = 512 << 20
 
 
 def hold_models(run: Run) -> bool:
     """Do this run's workers keep their models between the verification, the training steps and the probe?"""
     return bool(run.options.fit_steps) and run.weight_bytes <= HOLD_MAX_BYTES
+
+
+def release_held(run: Run) -> None:
+    """Every model this run's workers hold dropped (at the end of the training check, whatever happened); a
+    worker already closed holds nothing."""
+    if not run.state.get("training", {}).pop("held", False):
+        return
+
+    def drop(worker: Any) -> None:
+        try:
+            worker.call(DropHeldRequest())
+        except WorkerError:
+            pass
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    workers = list(run.pool.workers.values())
+    with ThreadPoolExecutor(max_workers=max(1, len(workers))) as ex:  # side by side: the last step of the run
+        list(ex.map(drop, workers))
 
 
 def on_reference(job: WorkerJob) -> WorkerJob:
@@ -42,13 +63,13 @@ def split(run: Run) -> bool:
     reference's steps and probes then follow one another on the model tf_keras loaded once), tf_keras is the
     reference, the machine has a core for each side, and the budget holds a second tensorflow process beside the
     first. Decided once per run: the held models must stay where they were loaded."""
-    if "reference_lane" not in run.state:
+    if "reference_worker" not in run.state:
         pool = run.pool
-        tf_keras = run.given is None and run.reference_h5 is not None and pool.golden  # training.expects_tf_keras
-        run.state["reference_lane"] = bool(
+        tf_keras = run.given is None and run.reference_h5 is not None and pool.golden  # schedule.expects_tf_keras
+        run.state["reference_worker"] = bool(
             hold_models(run) and tf_keras and pool.max_parallel > 1
             and pool.fits(["tensorflow", REFERENCE], run.weight_bytes))
-    return bool(run.state["reference_lane"])
+    return bool(run.state["reference_worker"])
 
 
 def role(run: Run) -> str:

@@ -132,9 +132,9 @@ def backend_row(run: Run, b: str, r: dict[str, Any], ref: dict[str, Any], ref_ar
 
 def build_section(run: Run, replies: dict[str, dict[str, Any]], ref: dict[str, Any] | None,
                   ctx: dict[str, Any], early: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Fill report["gradients"] from each backend's reply and tf_keras's (None: no Keras 2 reference). `early`: the
-    rows already computed against tf_keras's gradients as the replies came (gradients.EarlyRows), with the
-    reference's arrays they were compared with (`ref_arrays`)."""
+    """Fill report["gradients"] from each backend's reply and tf_keras's (None: no Keras 2 reference). `early`: the rows
+    already computed against tf_keras's gradients as the replies came (gradient_check.EarlyRows), with the reference's
+    arrays they were compared with (`ref_arrays`)."""
     report = run.report
     t0, golden, rt, at = ctx["t0"], ctx["golden"], ctx["rt"], ctx["at"]
     losses, source, training = ctx["losses"], ctx["source"], ctx["training"]

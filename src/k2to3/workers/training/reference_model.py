@@ -1,7 +1,7 @@
 """The tf_keras reference of `--fit-steps` (docs/optimizers.md): the original file loaded by tf_keras with its compile
 state and optimizer weights (its own loader: an independent check of k2to3's slot mapping), training noise off and
-BatchNormalization on its unfused path, before any step. workers/fit.py runs its steps, workers/fitnoise.py its
-noise probe; workers/held.py keeps it between the two."""
+BatchNormalization on its unfused path, before any step. fit_ops.py runs its steps, noise_fit.py its noise
+probe; held_models.py keeps it between the two."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def unfuse_batchnorm(model: Any) -> list[str]:
 
 
 def model_key(req: GoldenReferenceRequest | FitGoldenRequest) -> tuple[Any, ...]:
-    """What makes two requests load the same reference model (workers/held.py, slot "golden")."""
+    """What makes two requests load the same reference model (held_models.py, slot "golden")."""
     return tuple(map(str, (req.h5, req.loss, req.trust_bytecode, req.golden_config, req.build_fn, req.build_args)))
 
 
@@ -63,9 +63,9 @@ def op_golden_reference(req: GoldenReferenceRequest) -> dict[str, Any]:
 
     import tf_keras
 
-    from k2to3.workers import held
     from k2to3.workers.golden import op_golden
     from k2to3.workers.runtime import load_inputs, model_input, save_arrays, tf_flatten
+    from k2to3.workers.training import held_models
 
     t0 = time.perf_counter()
     try:
@@ -77,7 +77,7 @@ def op_golden_reference(req: GoldenReferenceRequest) -> dict[str, Any]:
     save_arrays(req.out, outs)
     ref = prepare(req, model)
     if isinstance(ref, Reference):
-        held.hold("golden", model_key(req), ref)
+        held_models.hold("golden", model_key(req), ref)
     return {"keras_version": tf_keras.__version__, "load_seconds": t_load, "n_outputs": len(outs),
             "held": isinstance(ref, Reference)}
 
@@ -156,7 +156,7 @@ def step_state(model: Any, inner: Any) -> list[Any]:
 
 
 def reference_key(req: FitGoldenRequest | FitNoiseRequest) -> tuple[Any, ...]:
-    """What makes two requests the same reference before the steps (workers/held.py)."""
+    """What makes two requests the same reference before the steps (held_models.py)."""
     return tuple(map(str, (req.h5, req.inputs, req.targets, req.steps, req.loss, req.trust_bytecode,
                            req.golden_config, req.build_fn, req.build_args)))
 

@@ -5,13 +5,13 @@ BatchNormalization) into a step of the learning rate's size, so the weights afte
 tf_keras's by 1e-3 while every computation agrees to float32 rounding.
 
 tf_keras measures its own sensitivity: the same steps from the file's state, each trainable weight moved by ±1e-6
-relative, in up to four runs (workers/fitnoise.py), then, only when a weight is still unexplained, in up to six runs
-with ±1e-5 (a training step's discrete events: see WIDE_EPS). Each weight that failed the strict tolerance gets its
-floors, the largest change those runs make to it: in L2 norm over the tensor and in its largest element. k = the
-backend's error / floor in L2 norm, k_abs the same in the largest element; within float32 training noise when every
-k <= NOISE_K (the outputs' bound), the losses included, and every k_abs <= ABS_K. A mismatch rounding cannot explain
-(a lost iteration count, a slot loaded differently from the file, a different number of weights) is not measured: it
-stays a mismatch."""
+relative, in up to four runs (workers/training/noise_fit.py), then, only when a weight is still unexplained, in up to
+six runs with ±1e-5 (a training step's discrete events: see WIDE_EPS). Each weight that failed the strict tolerance gets
+its floors, the largest change those runs make to it: in L2 norm over the tensor and in its largest element. k = the
+backend's error / floor in L2 norm, k_abs the same in the largest element; within float32 training noise when every k <=
+NOISE_K (the outputs' bound), the losses included, and every k_abs <= ABS_K. A mismatch rounding cannot explain (a lost
+iteration count, a slot loaded differently from the file, a different number of weights) is not measured: it stays a
+mismatch."""
 
 from __future__ import annotations
 
@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Run, WorkerJob
-from k2to3.checks.reference_lane import hold_models, role, split
+from k2to3.checks.training.noise_verdict import WITHIN, Floors, judge, not_noise, weight_floors
+from k2to3.checks.training.reference_worker import hold_models, role, split
 from k2to3.core import arrayfile
-from k2to3.core.compare import NOISE_K, weight_changes
+from k2to3.core.compare import weight_changes
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.workers.process import WorkerError, reply_or_error
-from k2to3.workers.protocol import DropHeldRequest, FitNoiseRequest
+from k2to3.workers.protocol import FitNoiseRequest
 
 # Four runs, each with every trainable weight moved by ±1e-6 relative (random signs, fixed seeds): the floor of a
 # bias in front of a BatchNormalization varies with the seed, and two runs can leave it below a backend's error that
@@ -50,49 +51,6 @@ NUDGE_EPS, NUDGE_SEED = SENSITIVITY_EPS, 25
 WIDE_EPS = 1e-5
 ROUNDS: tuple[tuple[int, float], ...] = ((1, NUDGE_EPS), (1, NUDGE_EPS), (2, NUDGE_EPS), (2, WIDE_EPS), (4, WIDE_EPS))
 RUNS = sum(n for n, _ in ROUNDS)
-# Why k is judged in L2 norm, with the largest element only as a guard: one tensor's largest change is an extreme value
-# that varies severalfold between seeds, so a verdict on it would often take every run of the rounds, while a
-# weight's L2 k stays steady from seed to seed (docs/optimizers.md#float32-training-noise). The guard ABS_K keeps a
-# difference confined to a few elements (a clipped gradient) from hiding in a large tensor's norm; a state error is
-# far beyond both (slots swapped).
-ABS_K = 10.0
-
-
-def release(run: Run) -> None:
-    """Every model this run's workers hold dropped (at the end of the training check, whatever happened); a
-    worker already closed holds nothing."""
-    if not run.state.get("training", {}).pop("held", False):
-        return
-
-    def drop(worker: Any) -> None:
-        try:
-            worker.call(DropHeldRequest())
-        except WorkerError:
-            pass
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    workers = list(run.pool.workers.values())
-    with ThreadPoolExecutor(max_workers=max(1, len(workers))) as ex:  # side by side: the last step of the run
-        list(ex.map(drop, workers))
-
-
-WITHIN, BEYOND = "within_float32_noise", "beyond_float32_noise"
-# per weight, in weight order: a change's (or a floor's) largest element, and its L2 norm over the tensor
-Floors = tuple[list[float], list[float]]
-
-
-def not_noise(row: dict[str, Any], ref: dict[str, Any]) -> str | None:
-    """Why this backend's mismatch cannot be float32 rounding (None: it may be, measure it)."""
-    if "weights" not in row:
-        return row.get("reason") or "no weights to compare"
-    if row.get("iterations_after") != ref.get("iterations_after"):
-        return (f"{row.get('iterations_after')} optimizer iterations after the steps, tf_keras "
-                f"{ref.get('iterations_after')}: the step count is not the file's")
-    sal = row.get("state_as_loaded")
-    if sal and sal["equal"] != sal["slots"]:
-        return f"{sal['slots'] - sal['equal']} optimizer slot(s) as loaded differ from the file's: {sal['differ']}"
-    return None
 
 
 def _outs(run: Run, first: int, n: int) -> tuple[list[str], list[int]]:
@@ -156,7 +114,7 @@ def start_first_round(run: Run, ref: dict[str, Any], row: dict[str, Any] | None 
     well before jax's traced one) instead of following them; measure() takes it as its first round, so the runs and the
     verdict are the ones a probe after the steps gives. It starts when tf_keras's steps reply (`row` None) if the
     model trains BatchNormalization (a mismatch at the noise floor is then the rule), else at the first backend row
-    that is a mismatch rounding may explain (EarlyCompare, training.py): on 2 cores a probe parity does not need takes
+    that is a mismatch rounding may explain (step_replies.EarlyCompare): on 2 cores a probe parity does not need takes
     a core from the backends' steps."""
     state = run.state["training"]
     if row is None:
@@ -179,7 +137,7 @@ def start_first_round(run: Run, ref: dict[str, Any], row: dict[str, Any] | None 
 
 def ahead_runs(run: Run) -> int:
     """How many runs the job queued with the steps takes: the first round's, and the second's too when the reference
-    has a worker of its own (reference_lane.py) and a core no other worker of the run needs. That worker is otherwise
+    has a worker of its own (reference_worker.py) and a core no other worker of the run needs. That worker is otherwise
     idle while the parent compares the last backend's steps, and the second run is what a mismatch the first does not
     explain asks for next, already done when it is needed instead of added to the end of the run. On fewer cores
     the run is CPU-bound, and a run the verdict may not need is paid for in wall time (one run may explain every
@@ -207,34 +165,6 @@ def _probe(run: Run, common: dict[str, Any], first: int, n: int, keep: bool, ref
            ) -> tuple[dict[str, Any], list[Floors]]:
     """Runs first .. first + n - 1 (their seeds), on the held reference when there is one."""
     return _read(run, _reply(run, _job(run, common, first, n, keep, eps=eps)), first, n, ref_w)
-
-
-def _floors(n_weights: int, runs: list[Floors], floors: Floors | None) -> Floors:
-    """Per weight: the largest change the runs make to it (`runs`: each run's changes), in its largest element and
-    in L2 norm, with `floors` of earlier runs."""
-    seen = [*runs, *([floors] if floors is not None else [])]
-    abs_f, l2_f = ([max((c[j][i] for c in seen), default=0.0) for i in range(n_weights)] for j in (0, 1))
-    return abs_f, l2_f
-
-
-def _k(err: float, floor: float) -> float:
-    return err / floor if floor > 0 else (0.0 if err == 0 else float("inf"))
-
-
-def judge(row: dict[str, Any], floors: Floors, loss_floor: float) -> dict[str, Any]:
-    """One backend's `noise` entry from the floors: every weight outside the strict tolerance, with its k (L2 norm)
-    and k_abs (largest element)."""
-    abs_floors, l2_floors = floors
-    weights = [{"weight": w["weight"], "max_abs": w["max_abs"], "floor": abs_floors[i],
-                "k_abs": _k(w["max_abs"], abs_floors[i]), "l2": w["l2"], "l2_floor": l2_floors[i],
-                "k": _k(w["l2"], l2_floors[i])}
-               for i, w in enumerate(row["weights"]) if not w["allclose"]]
-    ks = [w["k"] for w in weights]
-    if not row.get("loss_allclose", True):
-        ks.append(_k(row["loss_max_abs"], loss_floor))
-    k, k_abs = max(ks, default=0.0), max((w["k_abs"] for w in weights), default=0.0)
-    return {"verdict": WITHIN if k <= NOISE_K and k_abs <= ABS_K else BEYOND, "k": k, "k_max": NOISE_K,
-            "k_abs": k_abs, "k_abs_max": ABS_K, "loss_floor": loss_floor, "weights": weights}
 
 
 def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[np.ndarray],
@@ -279,10 +209,10 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
         if not reply.get("available"):
             break
         taken.append({"runs": n, "weights_moved_by": eps})
-        floors = _floors(len(ref_w), runs, floors)
+        floors = weight_floors(len(ref_w), runs, floors)
         for r in reply["runs"]:
             losses.append(r["losses"])
-            if r.get("grad_changes") is not None:  # the gradients' float32 floor (gradients.py), from the same runs
+            if r.get("grad_changes") is not None:  # the gradients' float32 floor (gradient_check.py), same runs
                 run.state["training"].setdefault("grad_runs", []).append(r["grad_changes"])
             if ref_losses.size:
                 diff = np.abs(np.asarray(r["losses"], np.float64) - ref_losses)
@@ -311,13 +241,13 @@ def measure(run: Run, section: dict[str, Any], ref: dict[str, Any], ref_w: list[
     run.timings["training_noise_seconds"] = round(time.perf_counter() - t0, 3)
 
 
-# One run when the training check took none: the gradients' bound (gradcompare.SENSITIVITY_K = 10) leaves the
+# One run when the training check took none: the gradients' bound (gradient_compare.SENSITIVITY_K = 10) leaves the
 # margin more runs would give a weight's floor (measured: see docs/report.md#gradients).
 GRAD_RUNS = 1
 
 
 def gradient_runs(run: Run) -> list[list[float]]:
-    """The float32 floor of the training step's gradients (checks/gradients.py, after a gradient mismatch): for each
+    """The float32 floor of the training step's gradients (gradient_check.py, after a gradient mismatch): for each
     nudged run, the relative L2 change of tf_keras's first-step gradient per variable. The runs the training noise
     probe took (measure(), or its first round started with the steps when training needed no probe); else a run
     of its own now, stopped at the gradients (nothing applied)."""
@@ -333,12 +263,3 @@ def gradient_runs(run: Run) -> list[list[float]]:
     return _grad_changes(_reply(run, _job(run, state["common"], 0, GRAD_RUNS, keep=False, grads_only=True)))
 
 
-def cell(noise: dict[str, Any] | None) -> str:
-    """A backend's training noise verdict in a few words: `within (k=0.8: c1[1], c2[1])`; empty when not measured."""
-    if not noise:
-        return ""
-    if noise["verdict"] in ("unavailable", "not_measured"):
-        return f"{noise['verdict'].replace('_', ' ')}: {noise.get('reason')}"
-    word = "within" if noise["verdict"] == WITHIN else "beyond"
-    names = ", ".join(w["weight"] for w in noise["weights"][:4]) + (", ..." if len(noise["weights"]) > 4 else "")
-    return f"{word} (k={noise['k']:.2g}{': ' + names if names else ''})"

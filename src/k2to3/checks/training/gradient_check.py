@@ -1,7 +1,7 @@
 """The gradient check (`--grads`, report section `gradients`): the loss gradient w.r.t. every trainable variable on
 each backend, compared with tf_keras's on the same seeded batch. Parent side, numpy only; the differentiation runs
 in the per-backend workers (workers/grads.py). With `--fit-steps`, and a tf_keras reference that trains, the first
-training step's own gradients are compared instead (training.carries_gradients: one backward pass per backend,
+training step's own gradients are compared instead (schedule.carries_gradients: one backward pass per backend,
 one XLA compile on jax); a mismatch then gets tf_keras's own float32 sensitivity of that step, from its runs on
 nudged weights (_probe). A side that ran no training step gets the standalone check instead."""
 
@@ -13,11 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import reference_lane, training, trainingnoise
 from k2to3.checks.base import Check, Done, Jobs, Run
 from k2to3.checks.format import fmt
-from k2to3.checks.gradcompare import add_sensitivity, backend_row, build_section, load_grads
 from k2to3.checks.rounds import longest_first, one_round
+from k2to3.checks.training import noise_probe, schedule, step_replies
+from k2to3.checks.training.batch import compile_losses
+from k2to3.checks.training.gradient_compare import add_sensitivity, backend_row, build_section, load_grads
+from k2to3.checks.training.reference_worker import on_reference
 from k2to3.core.compare import single_threaded_blas
 from k2to3.core.seeds import make_targets
 from k2to3.workers.process import reply_or_error
@@ -56,7 +58,7 @@ def applies(run: Run) -> bool:
 def stage_for(run: Run) -> int:
     """With the training steps that carry it: their round (joined to the verification's when they are), else its
     own round after the outputs (it needs them for its targets)."""
-    return training.stage_for(run) if training.carries_gradients(run) else 3
+    return schedule.stage_for(run) if schedule.carries_gradients(run) else 3
 
 
 def _tolerance(run: Run) -> dict[str, Any]:
@@ -84,7 +86,7 @@ def standalone_jobs(run: Run) -> Jobs:
         return lambda w: w.call(GradsRequest(keras=str(run.keras), out=run.arrays(f"grads-{b}"), modules=run.modules,
                                              **common))
 
-    @reference_lane.on_reference
+    @on_reference
     def k2(w: Any) -> Any:
         return w.call(GoldenGradsRequest(h5=str(run.reference_h5), out=run.arrays("grads-golden"), **common,
                                          **run.golden_args))
@@ -97,7 +99,7 @@ def standalone_jobs(run: Run) -> Jobs:
 
 
 def jobs(run: Run) -> Jobs:
-    if training.carries_gradients(run):  # the training steps save their first step's gradients
+    if schedule.carries_gradients(run):  # the training steps save their first step's gradients
         run.state["gradients"] = {"t0": time.perf_counter(), "early": EarlyRows(run)}
         return {}
     return standalone_jobs(run)
@@ -105,7 +107,7 @@ def jobs(run: Run) -> Jobs:
 
 class EarlyRows:
     """Each backend's gradient row compared with tf_keras's as soon as both training steps have replied, while the
-    other backends still train (one thread, in the order the replies come; training.EarlyCompare calls `backend`).
+    other backends still train (one thread, in the order the replies come; step_replies.EarlyCompare calls `backend`).
     What build_section is left with after the last backend is that backend's row, not every backend's gradients
     compared at the end of the run on the cores the workers have left."""
 
@@ -116,13 +118,13 @@ class EarlyRows:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="k2to3-gradients-compare")
         self._rows: dict[str, Future] = {}
         self.ref_arrays: list[np.ndarray] | None = None
-        run.state["training"]["early"].listen(self.backend)
+        step_replies.listen(run, self.backend)
 
     def backend(self, b: str, reply: dict[str, Any]) -> None:
         self._rows[b] = self._pool.submit(self._row, b, reply)
 
     def _reference(self) -> dict[str, Any] | None:
-        ref = self.run.state["training"]["early"].reference_reply()
+        ref = step_replies.reference_reply(self.run)
         if ref is None or "error" in ref or "grads" not in ref:
             return None
         if self.ref_arrays is None:
@@ -154,12 +156,12 @@ def _standalone_section(run: Run, mine: Done) -> None:
 
 
 def _step_context(run: Run, t0: float) -> dict[str, Any]:
-    """build_section's context for the gradients a training step computed (workers/stepgrads.py): the compiled
-    loss of the fit steps on the fit steps' batch."""
-    o, losses = run.options, training.compile_losses(run)
+    """build_section's context for the gradients a training step computed (workers/training/step_gradients.py):
+    the compiled loss of the fit steps on the fit steps' batch."""
+    o, losses = run.options, compile_losses(run)
     # expected, not yet read from the report: prepare() runs before the outputs check's collect records the
     # reference, and a step that gave tf_keras's gradients had tf_keras load the file
-    return {"t0": t0, "verify": run.backends, "golden": training.expects_tf_keras(run),
+    return {"t0": t0, "verify": run.backends, "golden": schedule.expects_tf_keras(run),
             "losses": [o.loss] * len(losses) if o.loss else losses,
             "source": "--loss, as the training step minimises it" if o.loss else
             "the training step's compiled loss (training_config; loss weights and regularisation losses included)",
@@ -172,8 +174,8 @@ def _step_replies(run: Run, done: dict[str, Done]) -> tuple[dict[str, Any], dict
     if done.get("gradients") or "training" not in done:
         return None
     fit = done["training"]
-    fits = {b: reply_or_error(training.fit_future(fit, b)) for b in run.backends}
-    ref = reply_or_error(fit["tensorflow"][0])
+    fits = {b: reply_or_error(step_replies.fit_future(fit, b)) for b in run.backends}
+    ref = reply_or_error(step_replies.reference_future(fit))
     return (ref, fits) if all("grads" in r for r in (ref, *fits.values())) else None
 
 
@@ -227,7 +229,7 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
                           early.result() if early else None)
         if section["verdict"] == "mismatch":
             _probe(run, ref, t0)
-            training.explain(run.report)
+            explain_training(run.report)
         return
     # a side ran no training step: the standalone check now
     _standalone_section(run, one_round(run, [(CHECK, standalone_jobs(run))])["gradients"])
@@ -235,19 +237,30 @@ def _collect(run: Run, done: dict[str, Done]) -> None:
 
 
 def _probe(run: Run, ref: dict[str, Any], t0: float) -> None:
-    """A mismatch of the step's gradients: is it float32 rounding the model amplifies? tf_keras's own first step
-    from the file's weights each moved by ±1e-6 relative (the training noise probe's runs, workers/fitnoise.py: taken
-    with them when they ran, else one run now, stopped at the gradients); how far its gradients move is the reference
-    sensitivity, and the section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the
+    """A mismatch of the step's gradients: is it float32 rounding the model amplifies? tf_keras's own first step from
+    the file's weights each moved by ±1e-6 relative (the training noise probe's runs, workers/training/noise_fit.py:
+    taken with them when they ran, else one run now, stopped at the gradients); how far its gradients move is the
+    reference sensitivity, and the section is rebuilt with it (numeric_verdict `within_reference_sensitivity`, the
     ill-conditioned note). Weights, not inputs: BatchNormalization normalises a uniform input change away, and the
     training noise probe's runs give these figures at no extra cost when it ran."""
-    runs = trainingnoise.gradient_runs(run)
+    runs = noise_probe.gradient_runs(run)
     if not runs:
         return
     sens = [max(c[i] for c in runs) for i in range(len(ref["grads"]["names"]))]
     add_sensitivity(run.report["gradients"], ref["grads"]["names"], sens,
-                    {"weights_moved_by": trainingnoise.NUDGE_EPS, "runs": len(runs)})
+                    {"weights_moved_by": noise_probe.NUDGE_EPS, "runs": len(runs)})
     run.report["gradients"]["seconds"] = round(time.perf_counter() - t0, 3)
+
+
+def explain_training(report: dict[str, Any]) -> None:
+    """Weights after the step differ as the step's gradients do: when those are within tf_keras's own float32
+    sensitivity, say so beside the training verdict (information only, like every numeric_verdict)."""
+    training, grads = report.get("training") or {}, report.get("gradients") or {}
+    if training.get("status") == "mismatch" and grads.get("numeric_verdict") == "within_reference_sensitivity":
+        training["numeric_verdict"] = "within_reference_sensitivity"
+        training["note"] = ("this step's gradients differ from tf_keras's no more than tf_keras's own do under a 1e-6 "
+                            "relative change of its weights (gradients.numeric_verdict): the weights after the step "
+                            "differ as the gradients do; an ill-conditioned step, not a conversion error")
 
 
 def outcome(report: dict[str, Any]) -> str | None:

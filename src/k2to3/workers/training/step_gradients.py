@@ -13,7 +13,7 @@ program the user's `fit` runs, at no extra cost:
 Only the first step's gradients are kept: they are taken at the weights the file holds, as the standalone check
 (workers/grads.py) takes them. The gradients are of the loss the step minimises (the compiled loss, loss weights
 and regularisation losses included) and under a loss-scale optimizer would be scaled: the parent uses this path
-only without mixed precision (trainchecks.py)."""
+only without mixed precision (checks/training/schedule.py)."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ class StepGrads:
 
 
 class GoldenStepGrads:
-    """The same spy on a tf_keras model that trains eagerly (workers/fit.py's reference). With `apply=False` the
+    """The same spy on a tf_keras model that trains eagerly (fit_ops.py's reference). With `apply=False` the
     step stops at the gradients: the optimizer applies nothing (weights, slots and iteration stay) until
     `remove()`."""
 

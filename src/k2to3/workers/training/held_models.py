@@ -1,7 +1,7 @@
 """What one job of a run loads and a later job of the same run reuses, in this worker process, so that `--fit-steps`
 loads no model twice: the .keras op verify loaded (slot "keras3", for op fit), the tf_keras model op golden_reference
 loaded (slot "golden", for op fit_golden), and that reference with its state before the steps (slot "reference",
-for the noise probe after a training mismatch, workers/fitnoise.py) and its weights after them (slot
+for the noise probe after a training mismatch, noise_fit.py) and its weights after them (slot
 "reference_after", what the probe's runs are measured against).
 One entry per slot, keyed by the requests that made it; a new entry replaces the old one, and the parent drops it
 when the run no longer needs it (op `drop_held`), so a warm worker never accumulates models."""
