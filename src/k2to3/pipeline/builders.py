@@ -153,6 +153,8 @@ def _candidates(found: list[Builder], sources: Sources, output: Path, work: Path
                  "src": b.where.rsplit(":", 1)[0],
                  "label": None if sources.build_args is not None else b.label(c) or sources.scripts.get(b.fn),
                  "build_args": c if sources.build_args is not None else _split(c, b.bound),
+                 "unvalued": [] if sources.build_args is not None else [f"{g} {b.why[g]}" for g in b.bound
+                                                                          if g not in c],  # left None
                  "how": {} if b.label(c) else {p: o for p, v in c.items()
                                                if sources.build_args is None and (o := b.origin(p, v))}}
                 for c in combos]
@@ -182,8 +184,8 @@ def _call(t: dict[str, Any]) -> str:
 def _match(t: dict[str, Any], n_tried: int) -> dict[str, Any]:
     call = _call(t)
     kwargs = {**t["build_args"].get("kwargs", {}), **(t["build_args"].get("globals") or {})}
-    how = "".join(f"; {p}{'=' + repr(kwargs[p]) if isinstance(kwargs.get(p), (int, float, str)) else ''} from {w}"
-                  for p, w in (t.get("how") or {}).items())
+    how = "".join(f"; {p}{'=' + repr(kwargs[p]) if isinstance(kwargs.get(p), (int, float, str, type(None))) else ''}"
+                  f"{'' if w.startswith('as ') else ' from'} {w}" for p, w in (t.get("how") or {}).items())
     cudnn = f"; {t['cudnn']} in the cuDNN layout" if t.get("cudnn") else ""
     return {"call": call, "values_from": t.get("how") or {}, "cudnn_layout": t.get("cudnn") or None,
             "source": t["where"], "groups": t["groups"], "shapes_match": t["shapes_match"],
@@ -200,12 +202,21 @@ def _tried_text(tried: list[dict[str, Any]], found: list[Builder]) -> str:
     ahead = [b for b in unvalued if b.score >= best][:3]
     parts = [_missing_text(b) for b in ahead]
     for t in tried[:6]:
-        got = t["error"] if "error" in t else (f"{t['shapes_match']}/{t['groups']} groups match, {t['built_groups']} "
+        got = _failed(t) if "error" in t else (f"{t['shapes_match']}/{t['groups']} groups match, {t['built_groups']} "
                                                "built" + (f" (first: {t['first_difference']})"
                                                           if t.get("first_difference") else ""))
         parts.append(f"{_call(t)}: {got}")
     parts += [_missing_text(b) for b in unvalued if b not in ahead][:2]
     return "; ".join(parts[:6]) or "nothing"
+
+
+def _failed(t: dict[str, Any]) -> str:
+    """A build that raised: first what the search could not give it (a module name the sources compute when they
+    run, left None: K2T906), the build's own error after (`outputs * upper_bound` fails inside a TFOpLambda)."""
+    if not t.get("unvalued"):
+        return t["error"]
+    return (f"{'; '.join(t['unvalued'])} (K2T906) and no value was found for it (it is not a size the weight shapes "
+            f"give), so the build failed: {t['error']}")
 
 
 def _missing_text(b: Builder) -> str:

@@ -22,6 +22,7 @@ from k2to3.source.static_values import (
     keras_branch,
     keras_root,
     literal_entries,
+    numeric_bindings,
     numpy_of_literals,
     static,
     static_iter,
@@ -92,6 +93,7 @@ class _Indexer:
         self.aliases = collect_aliases(self.tree)
         self._tables: dict[tuple[str, int], list[symtable.SymbolTable]] | None = None  # built on first use
         self.consts: dict[str, Any] = {}
+        self.numeric: dict[str, Any] = {}  # the math and numpy names a constant may use (np.pi / 4)
 
     @property
     def tables(self) -> dict[tuple[str, int], list[symtable.SymbolTable]]:
@@ -199,8 +201,8 @@ class _Indexer:
                 parent, _, last = dotted.rpartition(".")
                 code = f"from {parent} import {last}" + (f" as {name}" if name != last else "")
                 self.add(Definition(name, "import", self.path, stmt.lineno, code + "\n"))
-            elif static(value, set(self.consts)):
-                self.consts[name] = eval_const(value, self.consts)
+            elif static(value, set(self.consts), self.numeric) and (got := _value(value, self.consts, self.numeric)):
+                self.consts[name] = got[0]
                 deps = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
                 self.add(Definition(name, "constant", self.path, stmt.lineno, _segment(self.lines, stmt), deps))
             elif numpy_of_literals(value, set(self.consts), self.index.defs):
@@ -244,6 +246,9 @@ class _Indexer:
                                     f"{self.path.name}:{stmt.lineno}: Keras itself, not tf.keras\n", set()))
 
     def imports(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        for a in stmt.names:  # a later import of the same name is not math's any more
+            self.numeric.pop(a.asname or a.name.split(".")[0], None)
+        self.numeric.update(numeric_bindings(stmt))
         if isinstance(stmt, ast.ImportFrom) and (stmt.level or stmt.module is None):
             for a in stmt.names:
                 self.index.dynamic[a.asname or a.name] = f"{self.path}:{stmt.lineno} (a relative import)"
@@ -263,6 +268,14 @@ class _Indexer:
                 bound = a.asname or a.name
                 code = f"from {stmt.module} import {a.name}" + (f" as {a.asname}" if a.asname else "")
             self.add(Definition(bound, "import", self.path, stmt.lineno, code + "\n"))
+
+
+def _value(node: ast.expr, consts: dict[str, Any], numeric: dict[str, Any]) -> tuple[Any] | None:
+    """(the value,) of a static expression, or None when evaluating it fails (1 / 0, math.log(0))."""
+    try:
+        return (eval_const(node, consts, numeric),)
+    except (ArithmeticError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def imports_from(code: str, path: Any) -> bool:

@@ -1,12 +1,16 @@
 """What module-level source k2to3 reads as data, without running it: literal constants and arithmetic of them, the
 values a `for` loop over literals leaves, numpy arrays of literals, the literal entries of a settings dict, the branch
-of a `keras.__name__` check that Keras itself takes, and the `K` a star import from a Keras 2 layers module gave.
-Pure `ast`; nothing is imported or run except `eval` of expressions checked to be literals and arithmetic."""
+of a `keras.__name__` check that Keras itself takes, the `K` a star import from a Keras 2 layers module gave, and
+the scalar constants and pure functions of `math` and numpy over literals (`upper_bound = np.pi / 4`,
+`math.sqrt(2)`). Pure `ast`; nothing is imported or run except `eval` of expressions checked to be literals,
+arithmetic and those names (given their values from the standard library's `math`, never numpy itself)."""
 
 from __future__ import annotations
 
 import ast
+import math
 import re
+from types import SimpleNamespace
 from typing import Any
 
 from k2to3.source.source_index import Definition
@@ -15,8 +19,55 @@ _STATIC = (ast.Constant, ast.Name, ast.Load, ast.BinOp, ast.UnaryOp, ast.Tuple, 
            ast.operator, ast.unaryop, ast.Set)
 
 
-def static(node: ast.expr, known: set[str]) -> bool:
-    return all(isinstance(n, _STATIC) and (not isinstance(n, ast.Name) or n.id in known) for n in ast.walk(node))
+# what a constant may take from math and numpy: scalar constants, and pure functions of numbers (numpy's as math's)
+_CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf}
+_FUNCTIONS = {n: getattr(math, n) for n in ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan")}
+NUMERIC = {
+    "math": {**_CONSTANTS, "tau": math.tau, **_FUNCTIONS, "radians": math.radians, "degrees": math.degrees,
+             "floor": math.floor, "ceil": math.ceil},
+    "numpy": {**_CONSTANTS, "Inf": math.inf, "euler_gamma": 0.5772156649015329, **_FUNCTIONS,
+              "deg2rad": math.radians, "rad2deg": math.degrees},
+}
+
+
+def numeric_bindings(stmt: ast.stmt) -> dict[str, Any]:
+    """The names an import of math or numpy binds that a constant may use: `np` (a namespace of NUMERIC's entries)
+    for `import numpy as np`, the value itself for `from math import pi`."""
+    out: dict[str, Any] = {}
+    if isinstance(stmt, ast.Import):
+        for a in stmt.names:
+            if a.name in NUMERIC and (a.asname or "." not in a.name):
+                out[a.asname or a.name] = SimpleNamespace(**NUMERIC[a.name])
+    elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module in NUMERIC:
+        for a in stmt.names:
+            if a.name in NUMERIC[stmt.module]:
+                out[a.asname or a.name] = NUMERIC[stmt.module][a.name]
+    return out
+
+
+def static(node: ast.expr, known: set[str], numeric: dict[str, Any] | None = None) -> bool:
+    """Literals, arithmetic, names in `known`, and (with `numeric`: numeric_bindings) `np.pi`, `math.sqrt(2)`."""
+    numeric = numeric or {}
+
+    def entry(n: ast.expr) -> Any:  # the math or numpy value a name or attribute stands for, else None
+        if isinstance(n, ast.Name) and n.id not in known and not isinstance(numeric.get(n.id), SimpleNamespace):
+            return numeric.get(n.id)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id not in known \
+                and isinstance(numeric.get(n.value.id), SimpleNamespace):
+            return getattr(numeric[n.value.id], n.attr, None)
+        return None
+
+    def ok(n: ast.AST) -> bool:
+        if isinstance(n, ast.Call):
+            return callable(entry(n.func)) and not n.keywords and all(
+                not isinstance(a, ast.Starred) and ok(a) for a in n.args)
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(entry(n), (int, float)):
+            return True
+        if isinstance(n, ast.Name):
+            return n.id in known
+        return isinstance(n, _STATIC) and all(ok(c) for c in ast.iter_child_nodes(n))
+
+    return ok(node)
 
 
 NUMPY_CONSTRUCTORS = frozenset({"array", "asarray", "zeros", "ones", "full", "arange", "linspace", "eye", "identity",
@@ -88,11 +139,13 @@ def static_iter(node: ast.expr, known_values: dict[str, Any]) -> list[Any] | Non
         return None
 
 
-def eval_const(node: ast.expr, known_values: dict[str, Any]) -> Any:
-    if not static(node, set(known_values)):
+def eval_const(node: ast.expr, known_values: dict[str, Any], numeric: dict[str, Any] | None = None) -> Any:
+    """The value of a static expression (`static`); raises ValueError (or what the arithmetic raises: 1 / 0)."""
+    if not static(node, set(known_values), numeric):
         raise ValueError("not static")
     code = compile(ast.Expression(node), "<const>", "eval")
-    return eval(code, {"__builtins__": {}}, dict(known_values))  # literals and arithmetic only (checked above)
+    # literals, arithmetic and math's values only (checked above)
+    return eval(code, {"__builtins__": {}}, {**(numeric or {}), **known_values})
 
 
 def keras_root(stmt: ast.Import | ast.ImportFrom) -> str | None:
