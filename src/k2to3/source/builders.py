@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from k2to3.source.builder_sizes import MAX_DIMS, objectlike, shape_dims, sizelike
+from k2to3.source.builder_files import SourceFile as _File
+from k2to3.source.builder_files import link
+from k2to3.source.builder_files import literal as _literal
+from k2to3.source.builder_sizes import MAX_DIMS, build_methods, objectlike, shape_dims, sizelike, unread
 from k2to3.source.source_index import SourceIndex
 
 BUILDS = frozenset({"Model", "Sequential"})
@@ -37,6 +40,7 @@ class Builder:
     # for values not written at a call site or as a default: weight shapes, a JSON file, a class attribute
     bound: list[str] = field(default_factory=list)  # module names the sources compute when they run (num_actions =
     # env.action_space.shape[0]): tried like required parameters, set on the module before the build
+    why: dict[str, str] = field(default_factory=dict)  # a bound name -> why it is not a constant (K2T906's words)
 
     def origin(self, param: str, value: Any) -> str | None:
         return next((w for v, w in self.how.get(param, []) if type(v) is type(value) and v == value), None)
@@ -88,13 +92,6 @@ def _called(node: ast.Call) -> str | None:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
 
 
-def _literal(node: ast.expr) -> tuple[bool, Any]:
-    try:
-        return True, ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False, None
-
-
 def _pattern(node: ast.expr) -> str | None:
     """A layer name expression as a regex: "conv%d" % l, f"conv{l}", "conv{}".format(l), "a" + str(i)."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -111,39 +108,6 @@ def _pattern(node: ast.expr) -> str | None:
         left, right = _pattern(node.left), _pattern(node.right)
         return (left or ".+?") + (right or ".+?") if left or right else None
     return None
-
-
-class _File:
-    def __init__(self, path: Path, text: str):
-        self.path = path
-        self.tree = ast.parse(text)
-        self.functions = {s.name: s for s in self.tree.body if isinstance(s, ast.FunctionDef)}
-        self.classes = {s.name: s for s in self.tree.body if isinstance(s, ast.ClassDef)}
-        self.dicts: dict[str, list[Any]] = {}  # module-level NAME = {literal keys: ...}
-        self.constants: dict[str, Any] = {}  # module-level NAME = literal (STATE_LENGTH = 3)
-        for s in self.tree.body:
-            if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
-                ok, v = _literal(_substituted(s.value, self.constants))  # in_shape = [STATE_LENGTH] too
-                if ok:
-                    self.constants[s.targets[0].id] = v
-            if isinstance(s, ast.Assign) and isinstance(s.value, ast.Dict) and len(s.targets) == 1 \
-                    and isinstance(s.targets[0], ast.Name):
-                keys = [_literal(k) for k in s.value.keys if k is not None]
-                self.dicts[s.targets[0].id] = [v for ok, v in keys if ok]
-
-
-def _substituted(node: ast.expr, constants: dict[str, Any]) -> ast.expr:
-    """`[STATE_LENGTH]` with the file's literal module constants put in, for ast.literal_eval (nothing is run)."""
-
-    class Sub(ast.NodeTransformer):
-        def visit_Name(self, n: ast.Name) -> Any:
-            if n.id not in constants or not isinstance(n.ctx, ast.Load):
-                return n
-            return ast.parse(repr(constants[n.id]), mode="eval").body
-
-    import copy
-
-    return Sub().visit(copy.deepcopy(node))
 
 
 def _add(values: dict[str, list[Any]], param: str, value: Any) -> None:
@@ -201,11 +165,13 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
                     continue
                 bound = list(zip(params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg in params]
                 for param, arg in bound:
-                    ok, v = _literal(arg)
-                    if not ok:  # create_actor([STATE_LENGTH]) with STATE_LENGTH = 3 in that file
-                        ok, v = _literal(_substituted(arg, file.constants))
+                    ok, v = file.value(arg)  # create_actor([STATE_LENGTH]) with STATE_LENGTH = 3 in that file
                     if ok:
                         _add(values, param, v)
+                        if how is not None and isinstance(arg, ast.Name) and arg.id in file.imported:
+                            where = (v, f"{file.imported[arg.id]} ({file.path.name}:{node.lineno})")
+                            if where not in how.setdefault(param, []):
+                                how[param].append(where)
                     elif isinstance(arg, ast.Name) and arg.id in defaults:
                         _add(values, param, defaults[arg.id])
         for cls in (s for s in ast.walk(file.tree) if isinstance(s, ast.ClassDef)):
@@ -390,13 +356,16 @@ def _class_builders(file: _File, files: list[_File], layer_names: list[str], wei
             b = Builder(name, f"{file.path}:{cls.lineno}", params, required)
             if init is not None:
                 _inner_values(init, file, set(params), b.values)
-            _call_site_values(cls.name, params, files, b.values)
+            _call_site_values(cls.name, params, files, b.values, b.how)
             b.config = config_object(weights, params, required) if weights is not None else None
             b.patterns = list(dict.fromkeys(p for n in ast.walk(cls) if isinstance(n, ast.Call) for k in n.keywords
                                             if k.arg == "name" for p in [_pattern(k.value)] if p))
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
             if index is not None:
-                b.bound = [g for g in _computed_globals(index, cls.name) if g not in params]
+                b.why = {g: w for g, w in _computed_globals(index, cls.name).items() if g not in params}
+                b.bound = list(b.why)
+                if init is not None:  # before the sizes: a value the build never reads is no size
+                    _stand_ins(b, init, build_methods(cls, ["__init__", name.partition(".")[2]]))
                 _size_values(b, [cls, file.tree], groups)
             found.append(b)
     return found
@@ -414,11 +383,23 @@ def _size_values(b: Builder, trees: list[ast.AST], groups: list[dict[str, Any]] 
         b.how.setdefault(p, []).extend((d, "the file's weight shapes") for d in dims)
 
 
-def _computed_globals(index: SourceIndex, name: str) -> list[str]:
+STAND_IN = "as a stand-in: the build never reads it"
+
+
+def _stand_ins(b: Builder, entry: ast.FunctionDef, callables: dict[str, ast.FunctionDef]) -> None:
+    """A required parameter nothing gives a value and the build never reads (only stores it on the instance for
+    later: DDQN's `n_states`, a `batch_size`) is tried with None: the model cannot depend on it."""
+    for p in b.required:
+        if not b.values.get(p) and unread(p, entry, callables):
+            b.values[p] = [None]
+            b.how.setdefault(p, []).append((None, STAND_IN))
+
+
+def _computed_globals(index: SourceIndex, name: str) -> dict[str, str]:
     """Module names the build needs that the sources assign by running code (num_actions =
-    env.action_space.shape[0]): sizes the search may bind from the weight shapes."""
+    env.action_space.shape[0]), each with why: sizes the search may bind from the weight shapes."""
     _, missing = index.closure({name})
-    return sorted(n for n, why in missing.items() if why.startswith("is assigned by running code"))
+    return {n: why for n, why in sorted(missing.items()) if why.startswith("is assigned by running code")}
 
 
 def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | None = None,
@@ -427,6 +408,7 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
     (a keras.Model subclass, a builder class's method), best static score first. `groups`: the file's weight
     groups with their shapes (a required parameter nothing else gives may be a dimension of them)."""
     files = [_File(p, t) for p, t in index.texts.items()]
+    link(files)  # constants a file imports from another (`from parameters import *`) are its own
     found = []
     for file in files:
         found += _class_builders(file, files, layer_names, weights, only, index, groups)
@@ -450,7 +432,9 @@ def find_builders(index: SourceIndex, layer_names: list[str], weights: Path | No
                     b.values[p] = vs + [v for v in b.values.get(p, []) if v not in vs]
             b.patterns = _name_patterns(fn, file, index)
             b.score = sum(any(re.fullmatch(pat, n) for pat in b.patterns) for n in layer_names)
-            b.bound = [g for g in _computed_globals(index, name) if g not in params]
+            b.why = {g: w for g, w in _computed_globals(index, name).items() if g not in params}
+            b.bound = list(b.why)
+            _stand_ins(b, fn, {f.name: f for f in _bodies(fn, file, index)})
             _size_values(b, [*_bodies(fn, file, index), file.tree], groups)
             found.append(b)
     return sorted(found, key=lambda b: -b.score)
