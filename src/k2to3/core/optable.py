@@ -237,10 +237,31 @@ def positional_to_keywords(entry: OpEntry, args: list[Any], kwargs: dict[str, An
     return first, out
 
 
+# TF 1's deprecated spellings of keywords, which TF 1.x functions (and tf.compat.v1) took beside the TF 2 ones:
+# Keras 2.0-2.2 era Lambdas call tf.reduce_mean(x, axis=1, keep_dims=True). Each names the TF 2 keyword.
+TF1_KEYWORDS = {"keep_dims": "keepdims", "reduction_indices": "axis", "squeeze_dims": "axis", "dim": "axis",
+                "dimension": "axis"}
+
+
+def tf1_keywords(entry: OpEntry, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A TF function's TF 1 keyword spellings (TF1_KEYWORDS) as its TF 2 keywords, where the entry takes the TF 2
+    keyword and not the TF 1 one, and the call does not give both."""
+    if not entry.tf:
+        return kwargs
+    out = {}
+    for k, v in kwargs.items():
+        new = TF1_KEYWORDS.get(k)
+        if new and k not in entry.args and k not in entry.params and new in entry.args and new not in kwargs:
+            k = new
+        out[k] = v
+    return out
+
+
 def translate(entry: OpEntry, first: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """TF or K call (first argument, keyword arguments) -> keras.ops keyword arguments. Positional arguments
     must be named first (positional_to_keywords)."""
     out: dict[str, Any] = dict(entry.defaults)
+    kwargs = tf1_keywords(entry, kwargs)
     out[entry.first] = first
     for need in entry.needs:
         if kwargs.get(need) is None:

@@ -17,6 +17,7 @@ import libcst as cst
 
 from k2to3.core import rules as rules_mod
 from k2to3.core.findings import Finding
+from k2to3.core.optable import TF1_KEYWORDS
 from k2to3.errors import STAND_IN_MARK
 from k2to3.source.class_adapters import with_build_shapes, with_model_configs
 from k2to3.source.classify import MODEL_CODE
@@ -97,12 +98,20 @@ def write(r: Any, defs: list[Definition]) -> None:
           "import tensorflow as _k2to3_tensorflow\n\n\n"
           "class _K2to3TF:\n"
           "    # Keras 2.2-era source calls TF1 names (tf.fake_quant_with_min_max_vars) that TF 2 moved to\n"
-          "    # tf.compat.v1; look there when TF 2 lacks the name.\n"
+          "    # tf.compat.v1; look there when TF 2 lacks the name. A call with a TF1 keyword spelling TF 2\n"
+          "    # dropped (tf.reduce_mean(x, 1, keep_dims=True)) goes to tf.compat.v1's function, which takes it.\n"
           "    def __getattr__(self, name):\n"
           "        try:\n"
-          "            return getattr(_k2to3_tensorflow, name)\n"
+          "            f = getattr(_k2to3_tensorflow, name)\n"
           "        except AttributeError:\n"
-          "            return getattr(_k2to3_tensorflow.compat.v1, name)\n\n\n"
+          "            return getattr(_k2to3_tensorflow.compat.v1, name)\n"
+          "        v1 = getattr(_k2to3_tensorflow.compat.v1, name, None)\n"
+          "        if isinstance(f, type) or not callable(f) or v1 is None or v1 is f:\n"
+          "            return f\n\n"
+          "        def call(*args, **kwargs):\n"
+          f"            tf1 = any(k in kwargs for k in {tuple(sorted(TF1_KEYWORDS))!r})\n"
+          "            return (v1 if tf1 else f)(*args, **kwargs)\n\n"
+          "        return call\n\n\n"
           "_K2TO3_TF = _K2to3TF()\n"
           f"{imp_code}\n{defs_code}\n" + "\n".join(hoisted)
           + f"\n\nK2TO3_OBJECTS = {{\n{k2_objects}}}\n")

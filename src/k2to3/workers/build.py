@@ -28,13 +28,14 @@ def op_build(req: BuildRequest) -> dict[str, Any]:
         plan = json.load(fh)
     artifact = read_artifact(req.h5, weights_only_ok=bool(req.build_fn))
     skipped: list[str] = []  # the build function's own load_weights calls
+    dropped: list[str] = []  # Keras 2 optimizer arguments Keras 3 has not (decay=)
     notes: list[dict[str, str]] = []  # rule findings made here (K2T436-K2T437 on a source-built model)
     with constant_initializers(keras):  # every variable is then restored, and the ledger proves it
         if req.build_fn:
             from k2to3.workers.masks import keras2_masks
 
             with keras2_masks(keras, notes):
-                model = _call_build_fn(keras, req, skipped)
+                model = _call_build_fn(keras, req, skipped, dropped)
             plan["renames"] = _renames_by_order(model, artifact)
             plan["weight_transforms"] = {**plan.get("weight_transforms", {}),
                                          **_cudnn_groups(model, artifact, plan["renames"])}
@@ -50,7 +51,7 @@ def op_build(req: BuildRequest) -> dict[str, Any]:
             f"{ledger.unrestored_variables[:3]}", hint="report it to k2to3 with the file",
         )
     warnings = [f"the build function's own load_weights({p!r}) was skipped: the converted file's weights are restored"
-                for p in skipped]
+                for p in skipped] + [f"the build function's optimizer {d}" for d in dict.fromkeys(dropped)]
     if req.build_fn:
         warnings.extend(_unsaveable_compile(keras, model))
     if plan.get("compile"):
@@ -61,7 +62,12 @@ def op_build(req: BuildRequest) -> dict[str, Any]:
 
         optimizer = migrate(keras, model, artifact, pairs)
     with weights_on_disk(req.out), lean.keras3_saving():
-        model.save(req.out)
+        try:
+            model.save(req.out)
+        except TypeError as exc:
+            if not (req.build_fn and "Cannot serialize object" in str(exc)):
+                raise
+            raise _unsaveable(req.build_fn, exc) from None
     return {
         "inputs": [{"name": t.name, "shape": [None if d is None else int(d) for d in t.shape],
                     "dtype": str(t.dtype), "embedding_input_dim": _embedding_fed(keras, model, t)}
@@ -121,14 +127,27 @@ def _check_lambda_shapes(model: Any, spec: dict[str, Any]) -> None:
                              "layer; give it name= in the source or pass --src FILE:FUNCTION")
 
 
-def _call_build_fn(keras: Any, req: BuildRequest, skipped: list[str]) -> Any:
+def _unsaveable(build_fn: str, exc: TypeError) -> K2to3Error:
+    """The model a build function makes holds an object Keras 3 cannot write into the .keras: a Lambda whose
+    function closes over one (`Lambda(lambda v: tf.tile(v, [1, self.action_size]))` in a method: `self`)."""
+    from k2to3.errors import Exit
+
+    what = str(exc).split(". To be serializable")[0]
+    return K2to3Error(f"the model {build_fn} builds cannot be saved by Keras 3 ({what}): a Lambda's function is "
+                      "saved with the values it closes over, and a lambda in a method that reads self.x closes over "
+                      "the instance", Exit.NOT_PORTABLE,
+                      hint="in the source, read the value into a local name before the lambda (n = self.x) or pass "
+                      "it as Lambda(..., arguments={...})")
+
+
+def _call_build_fn(keras: Any, req: BuildRequest, skipped: list[str], dropped: list[str]) -> Any:
     from k2to3.errors import STAND_IN_MARK, Exit
     from k2to3.workers.builders import call_build, target
 
     module = sys.modules[os.path.splitext(os.path.basename(req.modules[0]))[0]]
     try:
         return call_build(target(module, req.build_fn), req.build_fn, req.build_args, keras.Model,
-                          skipped)
+                          skipped, dropped)
     except NotImplementedError as exc:  # a definition the generated module could not rewrite, and the build uses
         if STAND_IN_MARK not in str(exc):
             raise _build_failed(req, exc) from None

@@ -1,5 +1,6 @@
 """A --src build function called in a worker: with the --build-args values, its own `load_weights(...)` calls
-skipped (crepe's builder loads its package's weights file; k2to3 loads the file the user named), and op
+skipped (crepe's builder loads its package's weights file; k2to3 loads the file the user named), its Keras 2
+optimizer arguments let through (`SGD(lr=..., decay=1e-6)`: the optimizer does not change the weights), and op
 probe_builds, which builds candidate functions with tf_keras and compares each model's weights with the file's."""
 
 from __future__ import annotations
@@ -41,6 +42,64 @@ def own_loads_skipped(model_cls: Any, skipped: list[str]) -> Iterator[None]:
             setattr(m, attr, fn)
 
 
+@contextmanager
+def keras2_optimizers(model_cls: Any, dropped: list[str]) -> Iterator[None]:
+    """A build function's optimizer made with Keras 2 arguments (DQN code of Keras 2.0-2.10: `SGD(lr=0.01,
+    decay=1e-6, clipnorm=2)`) while it runs. tf_keras >= 2.11's optimizers raise on `decay`: such a call builds
+    tf_keras's legacy optimizer of the same name (Keras 2's own, which takes them). Keras 3's ignore `decay` with a
+    Python warning: it is said in `dropped` instead. The weights never depend on the optimizer."""
+    if model_cls.__module__.startswith("tf_keras"):
+        import tf_keras
+
+        news = {n: getattr(tf_keras.optimizers, n) for n in dir(tf_keras.optimizers.legacy)
+                if n[:1].isupper() and n != "Optimizer" and isinstance(getattr(tf_keras.optimizers, n, None), type)}
+        made = {n: _legacy_fallback(n, new, getattr(tf_keras.optimizers.legacy, n), dropped) for n, new in news.items()}
+        # the module attributes, and the names the generated modules bound (`from tf_keras.optimizers import SGD`)
+        spots = [(tf_keras.optimizers, n, new) for n, new in news.items()] + [
+            (m, attr, v) for m in list(sys.modules.values()) if m is not None
+            and not getattr(m, "__name__", "").startswith(("tf_keras", "keras", "tensorflow"))
+            for attr, v in list(getattr(m, "__dict__", {}).items())
+            if isinstance(v, type) and attr in news and news[attr] is v]
+        try:
+            for m, attr, _ in spots:
+                setattr(m, attr, made[attr])
+            yield
+        finally:
+            for m, attr, v in spots:
+                setattr(m, attr, v)
+        return
+    from keras.src.optimizers.base_optimizer import BaseOptimizer
+
+    init = BaseOptimizer.__init__
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("decay") is not None:
+            dropped.append(f"{type(self).__name__}(decay={kwargs['decay']!r}): Keras 3 optimizers have no decay, "
+                           "the build's optimizer runs without it (Keras 2 divided the learning rate by 1 + decay * "
+                           "iterations); the weights do not depend on it")
+        init(self, *args, **kwargs)
+
+    BaseOptimizer.__init__ = recorded  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        BaseOptimizer.__init__ = init  # type: ignore[method-assign]
+
+
+def _legacy_fallback(name: str, new: Any, legacy: Any, dropped: list[str]) -> Any:
+    def make(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return new(*args, **kwargs)
+        except ValueError as exc:  # "decay is deprecated in the new TF-Keras optimizer, ... use the legacy optimizer"
+            if "legacy" not in str(exc):
+                raise
+            dropped.append(f"{name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) built as tf_keras's "
+                           f"legacy {name} ({str(exc).split(',')[0]})")
+            return legacy(*args, **kwargs)
+
+    return make
+
+
 def target(objects: Any, name: str) -> Any:
     """The callable `name` stands for in a generated module (its K2TO3_OBJECTS, or the module itself): a function,
     a class, or for "Builder.build" the class, whose instance's method is then called (call_build)."""
@@ -62,17 +121,19 @@ def models_in(result: Any, model_cls: Any) -> list[tuple[Any, Any]]:
 
 
 def call_builds(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
-                skipped: list[str] | None = None) -> list[tuple[Any, Any]]:
+                skipped: list[str] | None = None, dropped: list[str] | None = None) -> list[tuple[Any, Any]]:
     """Every model one build makes (`models_in`). `name`: FUNCTION, CLASS (a Model subclass configured by its
     __init__, or a class whose __init__ builds its model) or CLASS.METHOD (a builder class: the method returns the
     model, or sets it on the instance, as anago's BiLSTMCRF.build sets self.model). build_args["globals"]: module
-    names the sources assign by running code (sizes read from the environment), set before the call."""
+    names the sources assign by running code (sizes read from the environment), set before the call. `dropped`:
+    what keras2_optimizers said."""
     args = build_args or {}
     for key, value in (args.get("globals") or {}).items():
         module = sys.modules.get(getattr(fn, "__module__", ""))
         if module is not None:
             setattr(module, key, value)
-    with own_loads_skipped(model_cls, skipped if skipped is not None else []):
+    with own_loads_skipped(model_cls, skipped if skipped is not None else []), \
+            keras2_optimizers(model_cls, dropped if dropped is not None else []):
         result = fn(*args.get("args", []), **args.get("kwargs", {}))
         if "." in name:
             owner = result
@@ -86,9 +147,9 @@ def call_builds(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls
 
 
 def call_build(fn: Any, name: str, build_args: dict[str, Any] | None, model_cls: Any,
-               skipped: list[str] | None = None) -> Any:
+               skipped: list[str] | None = None, dropped: list[str] | None = None) -> Any:
     """The one model a build makes, or the one build_args["pick"] names among several."""
-    found = call_builds(fn, name, build_args, model_cls, skipped)
+    found = call_builds(fn, name, build_args, model_cls, skipped, dropped)
     pick = (build_args or {}).get("pick")
     chosen = [m for k, m in found if k == pick] if pick is not None else [m for _, m in found]
     if len(chosen) != 1:
