@@ -1,5 +1,5 @@
 """Benchmark: the CPU time of a torch worker's first training step with torch._dynamo kept unloaded
-(workers/deferred.dynamo_scope, as the worker runs `fit` and `grads`) against the same step without the scope
+(workers/deferred_imports.dynamo_scope, as the worker runs `fit` and `grads`) against the same step without the scope
 (torch's first call of a function it marks `_disable_dynamo` imports dynamo to wrap it). Each run is a fresh
 process started as a torch worker starts (keras imported with the stand-in), the two kinds interleaved so machine
 load hits both alike; two steps of a seeded small CNN + Adam on a batch of 8. Prints medians, the ratio, and
@@ -22,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 STEP = r"""
 import contextlib, json, resource, sys
-from k2to3.workers import deferred
-deferred.block_ipython()
+from k2to3.workers import deferred_imports
+deferred_imports.block_ipython()
 sys.modules.setdefault("jax", None)
-with deferred.dynamo_stand_in():
+with deferred_imports.dynamo_stand_in():
     from keras.src.utils import module_utils
     module_utils.tensorflow._available = False
     import keras
@@ -46,9 +46,9 @@ def cpu():
 
 
 c0 = cpu()
-with deferred.dynamo_scope(keras) if sys.argv[1] == "scoped" else contextlib.nullcontext():
+with deferred_imports.dynamo_scope(keras) if sys.argv[1] == "scoped" else contextlib.nullcontext():
     losses = [float(m.train_on_batch(x, y)) for _ in range(2)]
-print(json.dumps({"cpu": cpu() - c0, "losses": losses, "dynamo": deferred._real_dynamo() is not None}))
+print(json.dumps({"cpu": cpu() - c0, "losses": losses, "dynamo": deferred_imports._real_dynamo() is not None}))
 """
 
 

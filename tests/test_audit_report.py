@@ -231,7 +231,7 @@ def test_optimizer_state_per_artifact_static(tmp_path):
 @pytest.mark.slow
 def test_optimizer_state_verified_replaces_the_prediction(pool, tmp_path):
     """With --verify the cell is the convert report's optimizer section: the ledger of the built Keras 3 optimizer."""
-    from k2to3.stores.verify import verify_one
+    from k2to3.stores.verify_store import verify_one
 
     root = _optimizer_tree(tmp_path / "tree")
     rep = run_audit([root], tmp_path / "out")

@@ -15,7 +15,7 @@ from conftest import FIXTURES, H5
 from test_cli import k2to3, one_error_line
 from test_report_schema import _covered
 
-from k2to3.checks.format import fmt as fmt_figure
+from k2to3.checks.number_format import fmt as fmt_figure
 from k2to3.core.options import ConvertOptions, ExportOptions
 from k2to3.errors import InputError
 from k2to3.pipeline.convert import convert

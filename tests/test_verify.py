@@ -15,7 +15,7 @@ import pytest
 from conftest import FIXTURES, H5
 from test_cli import k2to3, one_error_line
 
-from k2to3.checks.golden import golden_path, read_golden
+from k2to3.checks.golden_file import golden_path, read_golden
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.core.options import VerifyOptions
 from k2to3.errors import InputError

@@ -1,7 +1,7 @@
-"""Workers defer what Keras imports and never uses (workers/deferred.py): a torch worker starts, verifies and trains
-without loading torch._dynamo (1.2 s of its start, 0.7-0.95 s of its first training step), no worker loads IPython,
-and what does use dynamo (a training step outside the worker's scope, torch.compile) gets the real package, Keras's
-seed functions and the steps' results unchanged under it. Real torch, real Keras."""
+"""Workers defer what Keras imports and never uses (workers/deferred_imports.py): a torch worker starts, verifies and
+trains without loading torch._dynamo (1.2 s of its start, 0.7-0.95 s of its first training step), no worker loads
+IPython, and what does use dynamo (a training step outside the worker's scope, torch.compile) gets the real package,
+Keras's seed functions and the steps' results unchanged under it. Real torch, real Keras."""
 
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 SCRIPT = r"""
 import json, sys
-from k2to3.workers import deferred
-deferred.block_ipython()
+from k2to3.workers import deferred_imports
+deferred_imports.block_ipython()
 sys.modules.setdefault("jax", None)
-with deferred.dynamo_stand_in():
+with deferred_imports.dynamo_stand_in():
     from keras.src.utils import module_utils
     module_utils.tensorflow._available = False
     import keras
@@ -41,7 +41,7 @@ keras.utils.set_random_seed(1)
 m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.5), keras.layers.Dense(1)])
 seen["predicted"] = m.predict(np.ones((8, 4), "float32"), verbose=0).shape[0]
 drop = keras.random.dropout(keras.ops.ones((1000,)), 0.5, seed=keras.random.SeedGenerator(3))
-with deferred.dynamo_stand_in():
+with deferred_imports.dynamo_stand_in():
     keras.backend.clear_session()
 seen["after_inference"] = real()
 seen["kept"] = float(keras.ops.mean(drop))
@@ -56,7 +56,7 @@ def twin():
 xs = np.random.default_rng(0).standard_normal((8, 4)).astype("float32")
 ys = np.random.default_rng(1).standard_normal((8, 1)).astype("float32")
 scoped, unscoped = twin(), twin()
-with deferred.dynamo_scope(keras):
+with deferred_imports.dynamo_scope(keras):
     seen["scoped_losses"] = [float(scoped.train_on_batch(xs, ys)) for _ in range(3)]
 seen["after_scoped_training"] = real()
 # A training step outside the scope: the functions torch wraps kept the deferred disable they were handed.
@@ -74,7 +74,7 @@ seen["same_weights"] = all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(
 d2 = keras.random.dropout(keras.ops.ones((10,)), 0.5, seed=keras.random.SeedGenerator(3))
 seen["dropout_after"] = int(keras.ops.sum(keras.ops.cast(d2 == 0, "int32")))
 keras.backend.clear_session()  # now the real reset
-with deferred.dynamo_stand_in():
+with deferred_imports.dynamo_stand_in():
     keras.backend.clear_session()
 print(json.dumps(seen))
 """

@@ -42,7 +42,7 @@ class Run:
     atol: float
     weight_bytes: int  # float32 weights: what each worker holds copies of (the memory budget's unit)
     reference_h5: Path | None = None  # the Keras 2 HDF5 tf_keras loads (None: a golden file is the reference)
-    golden_args: dict[str, Any] = field(default_factory=dict)  # how tf_keras loads it (pipeline/reference.py)
+    golden_args: dict[str, Any] = field(default_factory=dict)  # how tf_keras loads it (pipeline/tf_keras_reference.py)
     reference_origin: str = "the file"  # report.reference.from
     modules: list[str] = field(default_factory=list)  # generated modules every worker imports first
     fixed_random: bool = False  # the model draws random numbers: every job draws a fixed pattern instead
@@ -53,7 +53,7 @@ class Run:
     golden_path: Path | None = None  # `convert --save-golden`: where the golden file goes
     output_path: Path | None = None  # convert: where the .keras ends up (the golden file records its sha256)
     timings: dict[str, float] = field(default_factory=dict)
-    export: dict[str, Any] | None = None  # export / convert --export: format, path, temp (checks/export.py)
+    export: dict[str, Any] | None = None  # export / convert --export: format, path, temp (checks/exported_file.py)
     # set by the checks
     outputs: list[np.ndarray] | None = None  # the reference outputs (the outputs check)
     state: dict[str, Any] = field(default_factory=dict)  # what a check keeps between its jobs and their replies

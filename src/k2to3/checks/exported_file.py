@@ -1,6 +1,6 @@
 """The export check (report section `export`, docs/export.md): the .keras exported to ONNX, LiteRT, a TF SavedModel
 or a torch ExportedProgram by Keras 3's own exporter in the worker of the backend it needs, the exported file run
-by its own runtime in a fresh process (workers/export.py, workers/exported.py) on the seeded inputs and compared
+by its own runtime in a fresh process (workers/keras3_export.py, workers/exported.py) on the seeded inputs and compared
 with the Keras 2 golden (max abs/rel, minimum tolerance, argmax, per output), at the seeded batch and, where the
 format kept the batch dimension dynamic, on the first sample alone. The file is exported beside its destination
 under a temporary name and renamed into place only when it ran (a refused export leaves nothing). numpy only."""
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Check, Done, Jobs, Run
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.core.compare import OutputStats, compare_outputs
 from k2to3.core.writable import check_dir
 from k2to3.errors import Exit, InputError

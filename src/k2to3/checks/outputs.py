@@ -1,7 +1,7 @@
 """The outputs check (report sections `reference`, `backends`, `weight_hashes_agree`, `memory`): the converted model
 loaded with safe_mode=True on each backend in its own process and run on the seeded inputs, the tf_keras golden
 computed beside it (unless a golden file gives the reference outputs), parameter counts, weight hashes and outputs
-compared; on a mismatch, the float32 noise floor (noise.py) and the first divergent layer (divergence.py)."""
+compared; on a mismatch, the float32 noise floor (noise_floor.py) and the first divergent layer (divergence.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.checks import divergence, noise
+from k2to3.checks import divergence, noise_floor
 from k2to3.checks.base import Check, Done, Jobs, Run, WorkerJob
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.checks.training import reference_worker
 from k2to3.core.compare import compare_outputs
 from k2to3.errors import Exit, K2to3Error
@@ -103,7 +103,7 @@ def collect(run: Run, done: dict[str, Done]) -> None:
         run.outputs = run.load(f"out-{kind}")
         report["reference"].update(kind=f"keras3-{kind}")
     backends = {b: _row(run, b, results[b]) for b in run.backends}
-    noise.measure(run, backends, run.outputs)
+    noise_floor.measure(run, backends, run.outputs)
     divergence.locate(run, backends)
     for v in backends.values():  # the one rule for float32 noise (docs/verify.md#float32-noise): not a mismatch
         if v.get("status") == "mismatch" and (v.get("noise") or {}).get("verdict") == NOISE \

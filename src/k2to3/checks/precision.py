@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from k2to3.checks.base import Check, Done, Run
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.checks.reruns import rerun
 from k2to3.core.compare import OutputStats, compare_outputs
 from k2to3.core.policies import DEFAULT_ATOL, DEFAULT_RTOL, reduced

@@ -1,12 +1,12 @@
 """The same model rerun in another dtype on the same weights and inputs (worker op `float64`): float64 for the float32
-noise floor (checks/noise.py), float32 for the shadow of a mixed-precision model (checks/precision.py)."""
+noise floor (checks/noise_floor.py), float32 for the shadow of a mixed-precision model (checks/precision.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from k2to3.checks.base import Jobs, Run
-from k2to3.checks.rounds import switched
+from k2to3.checks.pool_round import switched
 from k2to3.workers.process import WorkerError
 from k2to3.workers.protocol import Float64Request
 

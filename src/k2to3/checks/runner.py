@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from k2to3.checks.base import Run
+from k2to3.checks.pool_round import one_round
 from k2to3.checks.registry import CHECKS, OUTPUTS_STAGE, SAVED_STAGE
-from k2to3.checks.rounds import one_round
 from k2to3.errors import Exit
 
 # Weights from which the workers close once the outputs are checked, when no later check needs them (a mismatch's
@@ -43,7 +43,7 @@ def set_verdict(report: dict[str, Any], tf_only: list[dict[str, Any]]) -> None:
         report.update(verdict="error", exit_code=int(Exit.INTERNAL))
     elif "mismatch" in primary:
         report.update(verdict="mismatch", exit_code=int(Exit.MISMATCH))
-    elif "not_portable" in primary:  # an export format that cannot take the model (checks/export.py)
+    elif "not_portable" in primary:  # an export format that cannot take the model (checks/exported_file.py)
         report.update(verdict="not_portable", exit_code=int(Exit.NOT_PORTABLE))
     elif tf_only:  # written and verified on tensorflow; not portable to torch / jax
         report.update(verdict="tf_only", exit_code=int(Exit.NOT_PORTABLE), tf_only=tf_only)

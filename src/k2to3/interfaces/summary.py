@@ -13,7 +13,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.checks.outputs import noise_cell, notes
 from k2to3.checks.registry import CHECKS
 from k2to3.core.text import plural

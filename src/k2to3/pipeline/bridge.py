@@ -70,8 +70,8 @@ GRAPH_CLASSES = ("Functional", "Model", "Sequential")
 
 def _root_as_layer(config: dict[str, Any]) -> dict[str, Any]:
     """A subclassed Model saved as the root (`{"class_name": "Tower", "config": {"num_classes": 3}}`): read as the one
-    layer of a functional model, which is what the tensorflow worker re-saves (workers/golden.py as_layer_graph), so
-    its class is a custom object the --src files must define like any layer's."""
+    layer of a functional model, which is what the tensorflow worker re-saves (workers/tf_keras_outputs.py
+    as_layer_graph), so its class is a custom object the --src files must define like any layer's."""
     if not isinstance(config, dict) or config.get("class_name") in GRAPH_CLASSES:
         return config
     inner = config.get("config")

@@ -16,9 +16,9 @@ from typing import Any
 
 from k2to3.checks import outputs as outputs_check
 from k2to3.checks.base import Progress, Run
-from k2to3.checks.export import EXPORTER_BACKEND, default_path, target
-from k2to3.checks.export import check_target as check_export_target
-from k2to3.checks.golden import golden_path
+from k2to3.checks.exported_file import EXPORTER_BACKEND, default_path, target
+from k2to3.checks.exported_file import check_target as check_export_target
+from k2to3.checks.golden_file import golden_path
 from k2to3.checks.registry import SAVED_STAGE, VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.findings import Finding, not_portable_line
@@ -30,7 +30,7 @@ from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
 from k2to3.formats.checkpoint import prefix_of as checkpoint_prefix
 from k2to3.formats.pairs import find_config, is_weights_only
-from k2to3.pipeline import builders, reference, targetenv
+from k2to3.pipeline import builders, targetenv, tf_keras_reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline import target as target_mod
@@ -282,12 +282,12 @@ def _new_run(opts: ConvertOptions, model: LegacyModel, report: dict[str, Any], w
     inp, prepared, modules = model.inp, model.prepared, model.modules
     plan, artifact = prepared.plan, inp.artifact
     assert artifact is not None
-    args = reference.golden_args(work, model, opts.trust_bytecode)
+    args = tf_keras_reference.golden_args(work, model, opts.trust_bytecode)
     rtol, atol, tol_source = tolerances(opts, plan)
     run = Run(options=opts, pool=pool, work=work, progress=progress, keras=partial, report=report, plan=plan,
               backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
               weight_bytes=4 * int(artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
-              reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
+              reference_origin=tf_keras_reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
               fixed_random=bool(prepared.resolution and prepared.resolution.random),
               training_config=artifact.training_config, golden_path=_golden_path(opts), output_path=opts.output,
               export=target(opts.export, default_path(opts.output, opts.export)) if opts.export else None)

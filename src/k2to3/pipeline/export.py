@@ -1,5 +1,5 @@
 """`k2to3 export MODEL.keras --format onnx|litert|savedmodel|torch -o PATH`: the verify run (pipeline/verify.py)
-on the exporter's backend alone, with the export check (checks/export.py): the exported file, run by its own
+on the exporter's backend alone, with the export check (checks/exported_file.py): the exported file, run by its own
 runtime, against the Keras 2 golden (`--reference LEGACY.h5` computed by tf_keras, or `--golden FILE`).
 No backend import here."""
 
@@ -9,7 +9,7 @@ import dataclasses
 from typing import Any
 
 from k2to3.checks.base import Progress
-from k2to3.checks.export import EXPORTER_BACKEND, check_target, target
+from k2to3.checks.exported_file import EXPORTER_BACKEND, check_target, target
 from k2to3.core.options import ExportOptions, validate
 from k2to3.errors import InputError
 from k2to3.pipeline import verify as verify_mod

@@ -16,7 +16,7 @@ from k2to3.pipeline import sources as sources_mod
 from k2to3.source.resolution import Resolution
 from k2to3.upgrade import upgrade
 from k2to3.upgrade.bytecode import inspect_lambdas
-from k2to3.upgrade.keras1 import reference as keras1_reference
+from k2to3.upgrade.keras1 import reference_build as keras1_reference
 from k2to3.upgrade.plan import Plan
 
 
@@ -30,7 +30,7 @@ class Prepared:
 class LegacyModel:
     """The Keras 2 model as a run has read it: the input, its plan and --src resolution, the --src files (with the
     build function and arguments chosen for a weights-only file) and the modules written from them; what tf_keras
-    computes the reference from (pipeline/reference.py) and what the checks run against."""
+    computes the reference from (pipeline/tf_keras_reference.py) and what the checks run against."""
 
     inp: Input
     prepared: Prepared

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from k2to3.checks.golden import golden_path
+from k2to3.checks.golden_file import golden_path
 from k2to3.core.options import VerifyOptions
 from k2to3.errors import InputError
 from k2to3.formats.artifact import file_sha256

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.checks.registry import CHECKS
 from k2to3.core import ruledocs
 from k2to3.core.writable import write_atomic

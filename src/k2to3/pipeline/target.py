@@ -16,7 +16,7 @@ from typing import Any
 import h5py
 
 from k2to3.checks.base import Run
-from k2to3.checks.format import fmt
+from k2to3.checks.number_format import fmt
 from k2to3.core.compare import compare_outputs
 from k2to3.core.keras_versions import Version, check_weight_paths, downgrade_config, show
 from k2to3.errors import Exit

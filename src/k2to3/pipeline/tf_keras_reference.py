@@ -1,7 +1,7 @@
 """How tf_keras computes the Keras 2 reference of an input (the golden): the arguments its worker jobs take
-(workers/golden.py) and the sentence report.json's `reference.from` says. One place for every input: a --src
-resolution (the user's definitions as written, or their build function), Lambda bytecode the user trusts, CuDNN
-layers (run as LSTM/GRU on a CPU), Keras 1 configs (translated to Keras 2), Theano-trained kernels (flipped)."""
+(workers/tf_keras_outputs.py) and the sentence report.json's `reference.from` says. One place for every input: a --src
+resolution (the user's definitions as written, or their build function), Lambda bytecode the user trusts, CuDNN layers
+(run as LSTM/GRU on a CPU), Keras 1 configs (translated to Keras 2), Theano-trained kernels (flipped)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline.prepare import LegacyModel
 from k2to3.upgrade import cudnn
 from k2to3.upgrade.bytecode import loads_here
-from k2to3.upgrade.keras1 import reference as keras1_reference
+from k2to3.upgrade.keras1 import reference_build as keras1_reference
 
 KERAS1_CONFIG = "golden_keras1_config.json"
 

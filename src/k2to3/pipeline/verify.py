@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Progress, Run
-from k2to3.checks.golden import Golden, read_golden
+from k2to3.checks.golden_file import Golden, read_golden
 from k2to3.checks.registry import VERIFY_STAGES
 from k2to3.checks.runner import run_checks, set_verdict
 from k2to3.core.options import VerifyOptions, validate
 from k2to3.errors import InputError
 from k2to3.formats import open_input
 from k2to3.formats.artifact import file_sha256, read_keras_config, sniff
-from k2to3.pipeline import reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
+from k2to3.pipeline import tf_keras_reference
 from k2to3.pipeline.convert import tolerances, workers
 from k2to3.pipeline.prepare import LegacyModel, prepare, write_inputs
 from k2to3.pipeline.recorded_reference import with_recorded_reference
@@ -70,7 +70,7 @@ def _check_registered(model: Path) -> None:
 def verify(opts: VerifyOptions, progress: Progress = lambda s: None, pool: Pool | None = None,
            export: dict[str, Any] | None = None) -> dict[str, Any]:
     """Verify an existing .keras; returns the report dict (report["exit_code"]: the CLI's exit code, as convert).
-    `export` (pipeline/export.py): also export it and check the exported file (checks/export.py)."""
+    `export` (pipeline/export.py): also export it and check the exported file (checks/exported_file.py)."""
     opts, found = with_recorded_reference(opts.resolved(), "export" if export is not None else "verify")
     if found:
         progress(found)
@@ -121,11 +121,11 @@ def _against_reference(opts: VerifyOptions, work: Path, progress: Progress, get_
     report["tolerance"] = {"rtol": rtol, "atol": atol, "source": tol_source}
     report["inputs"] = write_inputs(str(work / "inputs.npz"), opts.inputs, plan.model)
     report["output"] = _output(opts.model)
-    args = reference.golden_args(work, LegacyModel(inp, prepared, sources, modules), opts.trust_bytecode)
+    args = tf_keras_reference.golden_args(work, LegacyModel(inp, prepared, sources, modules), opts.trust_bytecode)
     return Run(options=opts, pool=get_pool(), work=work, progress=progress, keras=opts.model, report=report,
                plan=plan, backends=("tensorflow",) if plan.tf_only else opts.backends, rtol=rtol, atol=atol,
                weight_bytes=4 * int(inp.artifact.n_params or 0), reference_h5=inp.h5, golden_args=args,
-               reference_origin=reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
+               reference_origin=tf_keras_reference.origin(args, inp), modules=[str(modules.k3)] if modules else [],
                training_config=inp.artifact.training_config, fixed_random=bool(resolution and resolution.random))
 
 

@@ -2,7 +2,7 @@
 
 Static (no backend import): legacy artifacts found by content, each with the verdict its config predicts
 (static.py); Python sources and notebooks with their lint findings. `--verify` converts and verifies every artifact
-on an executor (verify.py: one warm worker pool locally, or Ray), caching each result by the artifact's content
+on an executor (verify_store.py: one warm worker pool locally, or Ray), caching each result by the artifact's content
 hash so an interrupted audit resumes where it stopped. One report builder serves the audit and `convert STORE/`
 (batch.py); auditreport/ renders it."""
 
@@ -22,7 +22,7 @@ from k2to3.stores import locations
 from k2to3.stores.discover import discover, walk
 from k2to3.stores.executors.local import LocalExecutor
 from k2to3.stores.static import VERDICTS, WORST, definitions, source_locations, static_rows, static_verdict
-from k2to3.stores.verify import verify_rows
+from k2to3.stores.verify_store import verify_rows
 from k2to3.version import __version__
 
 Progress = Callable[[int, int, str], None]

@@ -25,7 +25,7 @@ from k2to3.stores.cache import BATCH_CACHE, StoreCache
 from k2to3.stores.discover import discover
 from k2to3.stores.static import source_locations, static_rows
 from k2to3.stores.targets import converted_targets
-from k2to3.stores.verify import backend_summary, optimizer_summary
+from k2to3.stores.verify_store import backend_summary, optimizer_summary
 from k2to3.version import __version__
 
 # Conversion verdicts from best to worst, and each one's exit code (docs/exit-codes.md: batch convert).

@@ -15,7 +15,7 @@ from typing import Any
 
 import h5py
 
-from k2to3.checks.export import EXPORTER_BACKEND, FORMATS
+from k2to3.checks.exported_file import EXPORTER_BACKEND, FORMATS
 from k2to3.core.keras_versions import (
     Version,
     candidate_targets,

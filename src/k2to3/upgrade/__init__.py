@@ -17,6 +17,7 @@ from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name, portabl
 from k2to3.upgrade.core import Upgrader
 from k2to3.upgrade.keras1 import translate as keras1
 from k2to3.upgrade.needs import walk_layers
+from k2to3.upgrade.node_refs import is_ref, op_node_kwargs
 from k2to3.upgrade.plan import (
     INNER_LAYER_KEYS,
     MODEL_CLASSES,
@@ -26,7 +27,6 @@ from k2to3.upgrade.plan import (
     SHAPE_KEYS,
     Plan,
 )
-from k2to3.upgrade.refs import is_ref, op_node_kwargs
 from k2to3.upgrade.training import (
     KERAS3_LOSS_CLASSES,
     KERAS3_LOSSES,

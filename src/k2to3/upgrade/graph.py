@@ -7,8 +7,8 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from k2to3.upgrade.masks import keras2_masks
+from k2to3.upgrade.node_refs import all_refs, as_ref_list, is_ref
 from k2to3.upgrade.plan import RNN_CLASSES
-from k2to3.upgrade.refs import all_refs, as_ref_list, is_ref
 from k2to3.upgrade.specs import input_spec, layer_spec
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from k2to3.upgrade.node_refs import all_refs
 from k2to3.upgrade.plan import PORTABLE_PACKAGE, RNN_CLASSES
-from k2to3.upgrade.refs import all_refs
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from k2to3.upgrade.refs import is_ref
+from k2to3.upgrade.node_refs import is_ref
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState

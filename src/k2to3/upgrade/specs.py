@@ -10,8 +10,8 @@ from k2to3.core import rules as rules_mod
 from k2to3.upgrade import tfoplayer, values
 from k2to3.upgrade.layers import layer_config
 from k2to3.upgrade.needs import foreign_keys
+from k2to3.upgrade.node_refs import op_node_kwargs
 from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, RANDOM_LAMBDA, SHAPE_KEYS
-from k2to3.upgrade.refs import op_node_kwargs
 
 if TYPE_CHECKING:
     from k2to3.upgrade.state import UpgradeState

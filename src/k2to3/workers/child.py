@@ -22,15 +22,15 @@ from k2to3.workers import (
     build,
     builders,
     checkpoints,
-    deferred,
-    export,
+    deferred_imports,
     fixed_random,
-    golden,
     grads,
+    keras3_export,
+    keras3_outputs,
     memory,
     protocol,
     reruns,
-    verify,
+    tf_keras_outputs,
 )
 from k2to3.workers.runtime import keras3
 from k2to3.workers.training import fit_ops, held_models, noise_fit, reference_model
@@ -54,7 +54,7 @@ def _pin_threads(backend: str) -> None:
 
 def _job_switches(backend: str, req: protocol.Request[Any]) -> contextlib.AbstractContextManager[Any]:
     """The per-job backend switches every request carries (protocol.Request): `onednn=False` runs a torch job with
-    oneDNN (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/rounds.py);
+    oneDNN (mkldnn) off, the retry after oneDNN's CPU convolution backward crashed the worker (checks/pool_round.py);
     `fixed_random=True` draws a fixed pattern in place of every random draw (a model whose graph draws them)."""
     stack = contextlib.ExitStack()
     if backend == "torch" and req.onednn is False:
@@ -107,7 +107,7 @@ def _cleanup() -> None:
     """Free graphs between jobs so a warm worker does not grow with every model."""
     import keras
 
-    with deferred.dynamo_scope(keras):
+    with deferred_imports.dynamo_scope(keras):
         keras.backend.clear_session()
     if "tf_keras" in sys.modules:
         sys.modules["tf_keras"].backend.clear_session()
@@ -120,10 +120,10 @@ OPS: dict[type[protocol.Request[Any]], Callable[[Any], dict[str, Any]]] = {
     protocol.ProbeBuildsRequest: builders.op_probe_builds,
     protocol.CkptGroupsRequest: checkpoints.op_ckpt_groups,
     protocol.CkptBridgeRequest: checkpoints.op_ckpt_bridge,
-    protocol.VerifyRequest: verify.op_verify,
-    protocol.GoldenRequest: golden.op_golden,
+    protocol.VerifyRequest: keras3_outputs.op_verify,
+    protocol.GoldenRequest: tf_keras_outputs.op_golden,
     protocol.GoldenReferenceRequest: reference_model.op_golden_reference,
-    protocol.BridgeRequest: golden.op_bridge,
+    protocol.BridgeRequest: tf_keras_outputs.op_bridge,
     protocol.Float64Request: reruns.op_float64,
     protocol.GradsRequest: grads.op_grads,
     protocol.GoldenGradsRequest: grads.op_golden_grads,
@@ -131,8 +131,8 @@ OPS: dict[type[protocol.Request[Any]], Callable[[Any], dict[str, Any]]] = {
     protocol.FitGoldenRequest: fit_ops.op_fit_golden,
     protocol.FitNoiseRequest: noise_fit.op_fit_noise,
     protocol.DropHeldRequest: held_models.op_drop_held,
-    protocol.ExportRequest: export.op_export,
-    protocol.LoadedRequest: deferred.op_loaded,
+    protocol.ExportRequest: keras3_export.op_export,
+    protocol.LoadedRequest: deferred_imports.op_loaded,
 }
 
 
@@ -142,13 +142,13 @@ def main() -> None:
         # keras, TF and torch._dynamo import jax whenever it is installed; a worker for another backend never
         # uses it, and the import is a large share of every start's CPU time.
         sys.modules.setdefault("jax", None)  # type: ignore[arg-type]
-    deferred.block_ipython()
+    deferred_imports.block_ipython()
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything printed by libraries goes to the log, not the protocol
     _pin_threads(backend)
     if backend == "jax":
         _jax_compilation_cache()
-    with deferred.dynamo_stand_in() if backend == "torch" else contextlib.nullcontext():
+    with deferred_imports.dynamo_stand_in() if backend == "torch" else contextlib.nullcontext():
         if backend != "tensorflow":
             # keras.utils.set_random_seed also seeds TensorFlow whenever it is importable: a torch or jax worker
             # then imports all of TensorFlow (hundreds of MB resident, seconds of CPU) for an RNG it never uses.

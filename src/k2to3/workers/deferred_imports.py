@@ -70,7 +70,8 @@ def _getattr(name: str) -> Any:
     return getattr(importlib.import_module(DYNAMO), name)
 
 
-_STAND_IN = types.ModuleType(DYNAMO, "k2to3's stand-in for torch._dynamo while keras imports (workers/deferred.py)")
+_STAND_IN = types.ModuleType(DYNAMO, "k2to3's stand-in for torch._dynamo while keras imports "
+                                     "(workers/deferred_imports.py)")
 _STAND_IN.disable = _disable  # type: ignore[attr-defined]
 _STAND_IN.reset = _reset  # type: ignore[attr-defined]
 _STAND_IN.__getattr__ = _getattr  # type: ignore[attr-defined]

@@ -17,15 +17,15 @@ from k2to3.core import arrayfile
 from k2to3.core.compare import rel_l2
 from k2to3.core.seeds import SENSITIVITY_EPS
 from k2to3.core.seeds import WORKER_SEED as SEED
-from k2to3.workers.deferred import dynamo_scope
-from k2to3.workers.golden import golden_model
-from k2to3.workers.noise import noise_off
+from k2to3.workers.deferred_imports import dynamo_scope
+from k2to3.workers.derandomize import noise_off
 from k2to3.workers.protocol import GoldenGradsRequest, GradsRequest
 from k2to3.workers.runtime import load_inputs, load_keras, model_input
+from k2to3.workers.tf_keras_outputs import golden_model
 
 
 def _noise_off(model: Any) -> list[str]:
-    """Training-time noise off (workers/noise.py); the report's `derandomized`: the layers changed."""
+    """Training-time noise off (workers/derandomize.py); the report's `derandomized`: the layers changed."""
     return list(dict.fromkeys(layer for layer, _ in noise_off(model)))
 
 

@@ -52,9 +52,9 @@ class ProtocolError(ValueError):
 @dataclass(frozen=True, kw_only=True)
 class Request(Generic[R]):
     """Every request carries the per-job switches of the worker (workers/process.py `with_switches`, child
-    `_job_switches`): `onednn=False` runs a torch job with oneDNN (mkldnn) off, the retry after oneDNN's CPU
-    convolution backward crashed the worker (checks/rounds.py); `fixed_random=True` draws a fixed pattern in place of
-    every random draw (a model whose graph draws them, workers/fixed_random.py)."""
+    `_job_switches`): `onednn=False` runs a torch job with oneDNN (mkldnn) off, the retry after oneDNN's CPU convolution
+    backward crashed the worker (checks/pool_round.py); `fixed_random=True` draws a fixed pattern in place of every
+    random draw (a model whose graph draws them, workers/fixed_random.py)."""
 
     OP: ClassVar[str] = ""  # set by @op
     onednn: bool | None = None
@@ -103,7 +103,8 @@ class Keras3Model(Request[R]):
 
 @dataclass(frozen=True, kw_only=True)
 class Keras2Source(Request[R]):
-    """How tf_keras loads the Keras 2 model (pipeline/reference.py `golden_args`; workers/golden.py)."""
+    """How tf_keras loads the Keras 2 model (pipeline/tf_keras_reference.py `golden_args`;
+    workers/tf_keras_outputs.py)."""
 
     k2_module: str | None = None  # the Keras 2 module generated from --src: its objects
     trust_bytecode: bool = False  # let tf_keras load the file's Lambda bytecode

@@ -11,7 +11,6 @@ import numpy as np
 
 from k2to3.core.policies import REDUCED
 from k2to3.core.seeds import WORKER_SEED as SEED
-from k2to3.workers.golden import flip_theano_kernels, golden_model, tf_keras_objects
 from k2to3.workers.protocol import Float64Request
 from k2to3.workers.runtime import (
     constant_initializers,
@@ -24,6 +23,7 @@ from k2to3.workers.runtime import (
     save_arrays,
     tf_flatten,
 )
+from k2to3.workers.tf_keras_outputs import flip_theano_kernels, golden_model, tf_keras_objects
 
 # -- reruns in another dtype: float64 (the float32 noise floor, only on a mismatch) and float32 (the shadow of a
 # mixed-precision model, docs/convert.md#mixed-precision) ----------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Check, Done, Jobs, Run
-from k2to3.checks.format import fmt
-from k2to3.checks.rounds import longest_first, one_round
+from k2to3.checks.number_format import fmt
+from k2to3.checks.pool_round import longest_first, one_round
 from k2to3.checks.training import noise_probe, schedule, step_replies
 from k2to3.checks.training.batch import compile_losses
 from k2to3.checks.training.gradient_compare import add_sensitivity, backend_row, build_section, load_grads

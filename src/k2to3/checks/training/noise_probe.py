@@ -1,8 +1,8 @@
 """The float32 noise floor of a training mismatch (`training.backends.<b>.noise`,
-docs/optimizers.md#float32-training-noise). Outputs have theirs (checks/noise.py); a training step needs its own: an
-adaptive optimizer turns float32 rounding in a gradient whose true value is 0 (a bias in front of
-BatchNormalization) into a step of the learning rate's size, so the weights after the steps can differ from
-tf_keras's by 1e-3 while every computation agrees to float32 rounding.
+docs/optimizers.md#float32-training-noise). Outputs have theirs (checks/noise_floor.py); a training step needs its own:
+an adaptive optimizer turns float32 rounding in a gradient whose true value is 0 (a bias in front of BatchNormalization)
+into a step of the learning rate's size, so the weights after the steps can differ from tf_keras's by 1e-3 while every
+computation agrees to float32 rounding.
 
 tf_keras measures its own sensitivity: the same steps from the file's state, each trainable weight moved by ±1e-6
 relative, in up to four runs (workers/training/noise_fit.py), then, only when a weight is still unexplained, in up to

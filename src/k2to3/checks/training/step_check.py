@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from k2to3.checks.base import Check, Done, Jobs, Run
-from k2to3.checks.format import fmt
-from k2to3.checks.rounds import longest_first
+from k2to3.checks.number_format import fmt
+from k2to3.checks.pool_round import longest_first
 from k2to3.checks.training import noise_probe, noise_verdict
 from k2to3.checks.training.batch import Targets, read_targets
 from k2to3.checks.training.reference_worker import hold_models, on_reference, release_held

@@ -15,7 +15,7 @@ import numpy as np
 
 from k2to3.core import arrayfile
 from k2to3.core.compare import value_digest
-from k2to3.workers.deferred import dynamo_scope
+from k2to3.workers.deferred_imports import dynamo_scope
 from k2to3.workers.protocol import FitGoldenRequest, FitRequest
 from k2to3.workers.training import held_models
 from k2to3.workers.training.reference_model import disabled_noise, load_reference, model_key, reference_key, step_state

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from k2to3.workers import lean
-from k2to3.workers.noise import noise_off
+from k2to3.workers.derandomize import noise_off
 from k2to3.workers.protocol import FitGoldenRequest, FitNoiseRequest, GoldenReferenceRequest
 
 # the requests whose op loads the file compiled, as the training reference
@@ -19,7 +19,7 @@ Compiled = GoldenReferenceRequest | FitGoldenRequest | FitNoiseRequest
 
 
 def disabled_noise(model: Any) -> list[str]:
-    """Training-time noise off (workers/noise.py); the report's `noise_disabled`: layer.attribute, sorted."""
+    """Training-time noise off (workers/derandomize.py); the report's `noise_disabled`: layer.attribute, sorted."""
     return sorted({f"{layer}.{attr}" for layer, attr in noise_off(model)})
 
 
@@ -39,7 +39,7 @@ def unfuse_batchnorm(model: Any) -> list[str]:
     variance (x n/(n-1)); its unfused path and Keras 3 toward the biased one (rule K2T611). The reference takes the
     unfused path, so that both sides compute one update: the outputs and the gradients are the same either way
     (both normalise with the biased variance). Returns the layers changed."""
-    from k2to3.workers.noise import layers
+    from k2to3.workers.derandomize import layers
 
     changed = []
     for layer in layers(model):
@@ -63,8 +63,8 @@ def op_golden_reference(req: GoldenReferenceRequest) -> dict[str, Any]:
 
     import tf_keras
 
-    from k2to3.workers.golden import op_golden
     from k2to3.workers.runtime import load_inputs, model_input, save_arrays, tf_flatten
+    from k2to3.workers.tf_keras_outputs import op_golden
     from k2to3.workers.training import held_models
 
     t0 = time.perf_counter()
@@ -98,7 +98,7 @@ def load_compiled(req: Compiled) -> Any:
 
     from k2to3.core.h5safe import check_file
     from k2to3.core.seeds import WORKER_SEED as SEED
-    from k2to3.workers.golden import refuse_bytecode, tf_keras_objects
+    from k2to3.workers.tf_keras_outputs import refuse_bytecode, tf_keras_objects
 
     tf_keras.utils.set_random_seed(SEED)
     check_file(req.h5)
