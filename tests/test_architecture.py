@@ -1,6 +1,10 @@
 """The layers of docs/architecture.md hold in the code: the import-linter contracts of pyproject.toml pass, the
-package's import graph has no cycle (type-checking imports included), every module belongs to a layer, and no module
-is over 500 lines or function over 80."""
+package's import graph has no cycle (type-checking imports included) and every module belongs to a layer.
+
+Sizes are a smell, not a gate: a module over 500 lines or a function over 80 is listed in a report (printed by
+test_size_report, or `python tests/test_architecture.py`) for a reviewer to judge whether it holds more than one
+responsibility; only a module over 800 lines or a function over 150 fails, as a guard against a file nobody can read.
+Split by responsibility, never to get under a number."""
 
 from __future__ import annotations
 
@@ -14,7 +18,8 @@ import tomllib
 from conftest import ROOT
 
 SRC = ROOT / "src" / "k2to3"
-MAX_MODULE_LINES, MAX_FUNCTION_LINES = 500, 80
+SOFT_MODULE_LINES, SOFT_FUNCTION_LINES = 500, 80  # reported: worth a look
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 800, 150  # failed: a guard, not a target
 
 
 @pytest.fixture(scope="module")
@@ -93,18 +98,48 @@ def test_import_contracts_pass():
     assert r.returncode == 0 and "0 broken" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
 
 
-def test_module_and_function_sizes():
-    big_modules, big_functions = [], []
+def sizes() -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """Every module's line count and every function's (`path:line name`), largest first."""
+    modules, functions = [], []
     for p in sorted(SRC.rglob("*.py")):
         text = p.read_text()
-        if len(text.splitlines()) > MAX_MODULE_LINES:
-            big_modules.append((str(p.relative_to(SRC)), len(text.splitlines())))
+        modules.append((str(p.relative_to(SRC)), len(text.splitlines())))
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                n = node.end_lineno - node.lineno + 1
-                if n > MAX_FUNCTION_LINES:
-                    big_functions.append((f"{p.relative_to(SRC)}:{node.lineno} {node.name}", n))
-    assert big_modules == [] and big_functions == []
+                functions.append((f"{p.relative_to(SRC)}:{node.lineno} {node.name}", node.end_lineno - node.lineno + 1))
+    return sorted(modules, key=lambda x: -x[1]), sorted(functions, key=lambda x: -x[1])
+
+
+def size_report() -> str:
+    """The modules over SOFT_MODULE_LINES and the functions over SOFT_FUNCTION_LINES: a list to review, not a
+    failure."""
+    modules, functions = sizes()
+    lines = [f"modules over {SOFT_MODULE_LINES} lines:"] + \
+        [f"  {n:5d}  {m}" for m, n in modules if n > SOFT_MODULE_LINES] + \
+        [f"functions over {SOFT_FUNCTION_LINES} lines:"] + \
+        [f"  {n:5d}  {f}" for f, n in functions if n > SOFT_FUNCTION_LINES]
+    return "\n".join(lines)
+
+
+def test_module_and_function_sizes_under_the_hard_ceiling():
+    modules, functions = sizes()
+    assert [m for m in modules if m[1] > MAX_MODULE_LINES] == []
+    assert [f for f in functions if f[1] > MAX_FUNCTION_LINES] == []
+
+
+def test_size_report(capsys):
+    """Prints what is over the soft limits (shown with -s, or under the test's captured output on a failure)."""
+    report = size_report()
+    assert report.startswith("modules over")
+    with capsys.disabled():
+        print("\n" + report)
+
+
+def test_size_report_lists_what_is_over():
+    modules, functions = sizes()
+    listed = {line.split(maxsplit=1)[1] for line in size_report().splitlines() if line.startswith("  ")}
+    assert listed == {m for m, n in modules if n > SOFT_MODULE_LINES} | \
+        {f for f, n in functions if n > SOFT_FUNCTION_LINES}
 
 
 def test_the_check_example_of_the_architecture_map_works():
@@ -129,3 +164,7 @@ def test_the_check_example_of_the_architecture_map_works():
     report["backends"]["torch"]["params_trainable"] = 9
     check.collect(SimpleNamespace(report=report), {})
     assert check.outcome(report) == "mismatch" and check.markdown(report)[0].startswith("mismatch")
+
+
+if __name__ == "__main__":
+    print(size_report())
