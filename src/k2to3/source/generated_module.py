@@ -280,12 +280,18 @@ def _int_size(call: cst.Call, keyword: str) -> cst.Call:
 
 
 def _with_stand_ins(code: str, tree: ast.Module, unusable: dict[str, str]) -> str:
-    """The module with each unusable top-level definition replaced by a class that raises when called."""
+    """The module with each unusable top-level definition replaced by one that raises when called (a function by a
+    function, a class by a class)."""
     lines = code.splitlines(keepends=True)
     for node in sorted((n for n in tree.body if getattr(n, "name", None) in unusable), key=lambda n: -n.lineno):
         name = node.name  # type: ignore[attr-defined]
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
         msg = f"{STAND_IN_MARK} {name} for Keras 3: {unusable[name]}"
+        if isinstance(node, ast.FunctionDef):  # still a function: compile(loss=name) saves it by name, as Keras 2 did
+            lines[start:node.end_lineno] = [f"def {name}(*args, **kwargs):  # {STAND_IN_MARK} it: see the raise\n"
+                                            f"    raise NotImplementedError({msg!r})\n\n\n"
+                                            f"{name}._k2to3_stand_in = True\n"]
+            continue
         stub = (f"class {name}:  # {STAND_IN_MARK} it: see the raise\n"
                 f"    def __init__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"
                 f"    def __call__(self, *args, **kwargs):\n        raise NotImplementedError({msg!r})\n\n"

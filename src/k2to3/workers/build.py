@@ -89,17 +89,22 @@ def _unsaveable_compile(keras: Any, model: Any) -> list[str]:
     The compile state is dropped, said once; the weights and outputs are what the conversion is about."""
     config = getattr(model, "_compile_config", None)
     cfg = config.config if config is not None and hasattr(config, "config") else {}
-    found = []
+    found, stand_ins = [], []
     for key in ("loss", "metrics", "weighted_metrics"):
         for obj in keras.tree.flatten(cfg.get(key)) if cfg.get(key) is not None else []:
             if callable(obj) and "<locals>" in getattr(obj, "__qualname__", ""):
                 found.append(f"{key} {obj.__qualname__}")
-    if not found:
+            elif callable(obj) and getattr(obj, "_k2to3_stand_in", False):  # generated_module.py's stand-in
+                stand_ins.append(f"{key} {obj.__name__}")
+    if not found and not stand_ins:
         return []
     model.compiled = False
     model._compile_config = None
-    return [f"the build function compiles with {', '.join(found)}, defined inside a function (it cannot be saved "
-            "or loaded by name): the .keras is saved without its compile state; compile it again before training"]
+    said = [f"{', '.join(found)}, defined inside a function (it cannot be saved or loaded by name)"] if found else []
+    said += [f"{', '.join(stand_ins)}, which k2to3 could not rewrite for Keras 3 (see the findings)"] if stand_ins \
+        else []
+    return [f"the build function compiles with {'; and '.join(said)}: the .keras is saved without its compile "
+            "state; compile it again before training"]
 
 
 def _embedding_fed(keras: Any, model: Any, tensor: Any) -> int | None:
