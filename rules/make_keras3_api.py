@@ -109,7 +109,7 @@ def call_signatures(keras: types.ModuleType, names: dict[str, str]) -> list[str]
 
 def required_parameters(keras: types.ModuleType, names: dict[str, str]) -> list[tuple[str, list[str]]]:
     """keras.layers classes whose constructor requires parameters (no default): a config without them is not that
-    class's (upgrade/needs.py foreign_keys)."""
+    class's (upgrade/needed_code.py foreign_keys)."""
     out = []
     for dotted, sig in _signatures(keras, names, ("class",)):
         if not dotted.startswith("keras.layers.") or dotted.count(".") != 2:

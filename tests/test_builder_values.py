@@ -1,4 +1,4 @@
-"""Where a weights-only file's build search finds argument values without running anything (source/builders.py):
+"""Where a weights-only file's build search finds argument values without running anything (source/build_candidates.py):
 math and numpy constants in module constants, constants imported from another --src file, parameters the build
 never reads; and what a failed candidate's line says. Pure ast: no worker, no keras."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from k2to3.core.optable import lookup, translate
-from k2to3.pipeline.builders import _tried_text
+from k2to3.pipeline.build_search import _tried_text
+from k2to3.source.build_candidates import find_builders
 from k2to3.source.builder_sizes import build_methods, unread
-from k2to3.source.builders import find_builders
 from k2to3.source.extract import index_sources
 from k2to3.source.static_values import eval_const, numeric_bindings, static
 

@@ -1,6 +1,6 @@
 """A tf.keras `.keras` archive whose weights tf_keras's own loader cannot place (tf.keras 2.13/2.14 keyed a functional
 model's weights by the layers' creation names: bench/zoo style-transfer-keras213, a decoder whose layers were renamed
-after they were made) is read as data (formats/keras_archive.py, workers/tf_keras_outputs.py archive_as_data)."""
+after they were made) is read as data (formats/keras_archive.py, workers/archive_bridge.py archive_as_data)."""
 
 from __future__ import annotations
 

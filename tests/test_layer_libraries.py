@@ -20,7 +20,7 @@ from k2to3.formats import open_input
 from k2to3.pipeline.prepare import prepare
 from k2to3.pipeline.sources import installed_package, parse_sources, read_sources
 from k2to3.upgrade.keras1.translate import is_keras1
-from k2to3.upgrade.needs import foreign_keys
+from k2to3.upgrade.needed_code import foreign_keys
 
 LIBS = FIXTURES / "libs"
 H5 = LIBS / "attention_model.h5"

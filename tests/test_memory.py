@@ -171,7 +171,7 @@ def test_eager_forward_frees_intermediates_with_the_same_outputs(backend):
 def test_sliced_restore_gives_the_same_weights(tmp_path, monkeypatch):
     """Large tensors move by slices of their first axis everywhere a worker holds weights: k2to3's restore
     (weights.Restorer.assign_in_slices), Keras 3's save of the .keras and its load in each backend, and
-    tf_keras's golden load (workers/lean.py). K2TO3_SLICED_BYTES=16 sends every dataset of 16 bytes or more
+    tf_keras's golden load (workers/large_weights.py). K2TO3_SLICED_BYTES=16 sends every dataset of 16 bytes or more
     through those paths, by slices of one row, for three small models (nested and shared layers, a
     BatchNormalization with a (1, 1, C) gamma reshaped, an LSTM): every backend's loaded weights hash the same
     as the whole-array restore's, the saved weights files hold the same datasets, with parity."""
@@ -209,11 +209,11 @@ def test_sliced_restore_gives_the_same_weights(tmp_path, monkeypatch):
 
 
 def test_chunked_weight_hash_is_the_whole_arrays_hash():
-    """A large variable is hashed slice by slice of its first axis (workers/lean.py): the same digest as the
+    """A large variable is hashed slice by slice of its first axis (workers/large_weights.py): the same digest as the
     whole array, and a different one when a slice is missing, reordered or has another shape."""
     import numpy as np
 
-    from k2to3.workers.slices import Chunked, weight_hash
+    from k2to3.workers.chunked_arrays import Chunked, weight_hash
 
     a = np.arange(5 * 3 * 2, dtype="float32").reshape(5, 3, 2)
     b = np.ones((4,), dtype="float32")

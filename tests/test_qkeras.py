@@ -279,7 +279,7 @@ def test_audit_predicts_the_stop(name, code):
 def test_a_teams_own_qdense_is_not_taken_for_qkeras():
     """A class named QDense whose config has none of qkeras's keys (a team's own layer, as in the audit store of
     tests/fixtures/make_audit_store.py) is an unknown class (K2T902), not silently qkeras's QDense."""
-    from k2to3.upgrade.needs import collect_needs
+    from k2to3.upgrade.needed_code import collect_needs
 
     own = {"class_name": "Functional", "config": {"name": "m", "layers": [
         {"class_name": "InputLayer", "config": {"name": "x", "batch_input_shape": [None, 4]}, "inbound_nodes": []},

@@ -112,7 +112,7 @@ def test_hyper_parameter_pickle_is_read_as_plain_data_only(tmp_path):
     function (a reduce of os.system) is refused before anything is looked up, and nothing runs."""
     import pickle
 
-    from k2to3.source.builders import data_pickle
+    from k2to3.source.build_candidates import data_pickle
 
     plain = tmp_path / "parameters.pkl"
     plain.write_bytes(pickle.dumps([(28, 28, 1), (32, 64), 2]))

@@ -15,10 +15,10 @@ from conftest import FIXTURES
 
 from k2to3.core.options import ConvertOptions as Options
 from k2to3.formats.artifact import read_artifact
-from k2to3.pipeline.builders import weight_groups
+from k2to3.pipeline.build_search import weight_groups
 from k2to3.pipeline.convert import convert
 from k2to3.pipeline.sources import parse_sources
-from k2to3.source.builders import find_builders
+from k2to3.source.build_candidates import find_builders
 from k2to3.source.extract import index_sources
 from k2to3.upgrade.cudnn import convert_weights, file_layout
 

@@ -19,11 +19,11 @@ from k2to3.core.options import ConvertOptions as Options
 from k2to3.errors import InputError, K2to3Error
 from k2to3.formats.artifact import read_artifact
 from k2to3.formats.checkpoint import prefix_of
-from k2to3.pipeline.builders import weight_groups
+from k2to3.pipeline.build_search import weight_groups
 from k2to3.pipeline.convert import convert
 from k2to3.pipeline.report import to_markdown
+from k2to3.source.build_candidates import find_builders
 from k2to3.source.buildargs import call_text, cli_text, parse_build_args
-from k2to3.source.builders import find_builders
 from k2to3.source.extract import index_sources
 from k2to3.upgrade import upgrade
 

@@ -355,7 +355,8 @@ def single_threaded_blas() -> Any:
                 fn(_BLAS_HOLD["before"])
 
 
-# The size from which a tensor moves by slices in the workers (workers/lean.py): its comparisons run one at a time.
+# The size from which a tensor moves by slices in the workers (workers/large_weights.py): its comparisons run one at
+# a time.
 PARALLEL_MAX_BYTES = 64 << 20
 
 

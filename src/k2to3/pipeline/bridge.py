@@ -12,7 +12,7 @@ from k2to3.errors import NotPortable
 from k2to3.formats import Input, bridged
 from k2to3.formats.artifact import read_keras_config
 from k2to3.pipeline.sources import Sources
-from k2to3.upgrade.needs import collect_needs, module_name_for
+from k2to3.upgrade.needed_code import collect_needs, module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
 from k2to3.workers.protocol import BridgeRequest
@@ -71,7 +71,7 @@ GRAPH_CLASSES = ("Functional", "Model", "Sequential")
 def _root_as_layer(config: dict[str, Any]) -> dict[str, Any]:
     """A subclassed Model saved as the root (`{"class_name": "Tower", "config": {"num_classes": 3}}`): read as the one
     layer of a functional model, which is what the tensorflow worker re-saves (workers/tf_keras_outputs.py
-    as_layer_graph), so its class is a custom object the --src files must define like any layer's."""
+    archive_bridge.py as_layer_graph), so its class is a custom object the --src files must define like any layer's."""
     if not isinstance(config, dict) or config.get("class_name") in GRAPH_CLASSES:
         return config
     inner = config.get("config")

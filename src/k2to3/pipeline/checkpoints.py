@@ -1,5 +1,5 @@
 """A TF-format checkpoint (PREFIX.index + PREFIX.data-*): no model config, so the --src build function makes the
-model (named, or found and matched to the checkpoint's weight groups, pipeline/builders.py); tf_keras loads the
+model (named, or found and matched to the checkpoint's weight groups, pipeline/build_search.py); tf_keras loads the
 checkpoint into it in the tensorflow worker, with the optimizer slots when the build function compiles the model,
 and re-saves it as a Keras 2 HDF5 the rest of the pipeline reads like any full model file (formats.bridged)."""
 
@@ -11,10 +11,10 @@ from typing import TypeVar
 
 from k2to3.errors import Exit, K2to3Error, NotPortable
 from k2to3.formats import Input, bridged
-from k2to3.pipeline import builders
+from k2to3.pipeline import build_search
 from k2to3.pipeline.sources import Sources
 from k2to3.source.buildargs import call_text
-from k2to3.upgrade.needs import collect_needs, module_name_for
+from k2to3.upgrade.needed_code import collect_needs, module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
 from k2to3.workers.protocol import CkptBridgeRequest, CkptGroupsRequest, Request
@@ -36,11 +36,11 @@ def bridge_checkpoint(inp: Input, sources: Sources, output: Path, work: Path, ge
         raise NotPortable(f"{inp.path}: a TF checkpoint holds weights, not the model",
                           hint="pass the source of the function that builds it: --src FILE.py[:FUNCTION]")
     index = _call(get_pool, CkptGroupsRequest(prefix=prefix))  # its declared sizes checked before anything is read
-    chosen = builders.Chosen(sources.build_fn or "", sources.build_args, None)
-    builders.add_script_builds(sources)
-    if builders.needs_search(sources, None):
-        chosen = builders.choose(sources, builders.WeightFile(inp.path, index["groups"], order_free=True), output,
-                                 work, get_pool, progress)
+    chosen = build_search.Chosen(sources.build_fn or "", sources.build_args, None)
+    build_search.add_script_builds(sources)
+    if build_search.needs_search(sources, None):
+        weights = build_search.WeightFile(inp.path, index["groups"], order_free=True)
+        chosen = build_search.choose(sources, weights, output, work, get_pool, progress)
         progress(chosen.match["summary"] if chosen.match else "")
     elif not sources.build_fn:
         raise NotPortable(f"{inp.path}: a TF checkpoint and --src without a build function",

@@ -30,7 +30,7 @@ from k2to3.formats import Input, open_input
 from k2to3.formats.artifact import file_sha256
 from k2to3.formats.checkpoint import prefix_of as checkpoint_prefix
 from k2to3.formats.pairs import find_config, is_weights_only
-from k2to3.pipeline import builders, targetenv, tf_keras_reference
+from k2to3.pipeline import build_search, targetenv, tf_keras_reference
 from k2to3.pipeline import report as report_mod
 from k2to3.pipeline import sources as sources_mod
 from k2to3.pipeline import target as target_mod
@@ -266,11 +266,11 @@ def _choose_build(inp: Input, sources: sources_mod.Sources, opts: ConvertOptions
                   get_pool: Callable[[], Pool], progress: Progress) -> None:
     """A weights-only file without its build function (or its arguments): found in the --src files."""
     if inp.artifact is not None and inp.artifact.model_config is None:
-        builders.add_script_builds(sources)
-    if inp.artifact is None or not builders.needs_search(sources, inp.artifact):
+        build_search.add_script_builds(sources)
+    if inp.artifact is None or not build_search.needs_search(sources, inp.artifact):
         return
-    chosen = builders.choose(sources, builders.WeightFile(inp.path, builders.weight_groups(inp.artifact)), opts.output,
-                             work, get_pool, progress)
+    weights = build_search.WeightFile(inp.path, build_search.weight_groups(inp.artifact))
+    chosen = build_search.choose(sources, weights, opts.output, work, get_pool, progress)
     sources.build_fn, sources.build_args, sources.match = chosen.fn, chosen.build_args, chosen.match
     if chosen.match:
         progress(chosen.match["summary"])

@@ -19,7 +19,7 @@ from k2to3.source.files import SKIP_DIRS, notebook_source
 from k2to3.source.resolution import Resolution
 from k2to3.source.source_index import SourceIndex
 from k2to3.source.standalone_defaults import standalone_before_tf2, with_standalone_defaults
-from k2to3.upgrade.needs import module_name_for
+from k2to3.upgrade.needed_code import module_name_for
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The --src files as the build search reads them (source/builders.py): each file's module-level functions, classes,
-literal constants (and math and numpy constants: `upper_bound = np.pi / 4`) and dict keys, with the constants it
-imports from another --src file merged in where the import stands: `from parameters import *`, `from config import
+"""The --src files as the build search reads them (source/build_candidates.py): each file's module-level functions,
+classes, literal constants (and math and numpy constants: `upper_bound = np.pi / 4`) and dict keys, with the constants
+it imports from another --src file merged in where the import stands: `from parameters import *`, `from config import
 BATCH_SIZE`, `from .config import ...`, `import config as cfg` (then `cfg.BATCH_SIZE`). Pure ast; nothing is run."""
 
 from __future__ import annotations

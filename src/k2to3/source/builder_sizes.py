@@ -1,5 +1,5 @@
-"""Which sizes a weights-only file's weight shapes can give a build function (source/builders.py): the dimensions,
-likeliest first, and which parameters are sizes at all (an `env` or an activation never is). Pure ast."""
+"""Which sizes a weights-only file's weight shapes can give a build function (source/build_candidates.py): the
+dimensions, likeliest first, and which parameters are sizes at all (an `env` or an activation never is). Pure ast."""
 
 from __future__ import annotations
 

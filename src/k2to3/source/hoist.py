@@ -25,7 +25,7 @@ from k2to3.source.imports import missing_package
 from k2to3.source.resolution import Resolution
 from k2to3.source.source_index import Definition, Site, SourceIndex, label
 from k2to3.upgrade.keras1.translate import is_keras1
-from k2to3.upgrade.needs import FOREIGN, Need, auto_named, collect_needs, foreign_needs, walk_layers
+from k2to3.upgrade.needed_code import FOREIGN, Need, auto_named, collect_needs, foreign_needs, walk_layers
 from k2to3.upgrade.plan import MODEL_CLASSES
 
 MIN_CLASS_MATCH = 0.9  # a builder chosen by its layer calls alone must reproduce the model's layer classes

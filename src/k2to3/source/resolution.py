@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from k2to3.core.findings import Finding
-from k2to3.upgrade.needs import ACTIVATION_KEYS, walk_layers
+from k2to3.upgrade.needed_code import ACTIVATION_KEYS, walk_layers
 
 
 @dataclass

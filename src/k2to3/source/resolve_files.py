@@ -14,7 +14,7 @@ from k2to3.source.extract import imports_from, index_sources
 from k2to3.source.hoist import resolve_sources
 from k2to3.source.resolution import Resolution
 from k2to3.source.source_index import Definition, SourceIndex
-from k2to3.upgrade.needs import collect_needs
+from k2to3.upgrade.needed_code import collect_needs
 
 
 def _code_shape(code: str) -> dict[str, str]:

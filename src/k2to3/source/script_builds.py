@@ -2,7 +2,7 @@
 
 Training scripts and notebooks often build the model at module level (`inputs = Input(...)`, `x = Dense(...)(x)`,
 `vae = Model(inputs, outputs)`) and end with `vae.save_weights("vae.h5")`. A weights-only file needs a build
-function (source/builders.py), so each model the script saves (or, failing that, makes with `Model(...)` /
+function (source/build_candidates.py), so each model the script saves (or, failing that, makes with `Model(...)` /
 `Sequential(...)`) becomes one: the statements it depends on, sliced backwards from the model's name, wrapped in a
 function appended to the file's text for the index (the file on disk is never written).
 
@@ -11,7 +11,7 @@ What the slice leaves out:
 - statements that read data (`mnist.load_data()`, `open`, `np.load`, `glob`, `gym.make`, `parser.parse_args()`)
   and everything computed from them: where such a value reaches the model as a plain size
   (`original_dim = image_size * image_size`, `vocab_size = len(chars)`), that name is left a module global, which
-  the builder search binds from the file's weight shapes and the tf_keras build confirms (builders.py `bound`).
+  the builder search binds from the file's weight shapes and the tf_keras build confirms (build_candidates.py `bound`).
 Nothing is run: ast only.
 """
 

@@ -24,7 +24,7 @@ from k2to3.stores import locations as store
 from k2to3.stores.discover import Entry
 from k2to3.stores.targets import static_targets
 from k2to3.upgrade import MODEL_CLASSES, OP_LAYER_CLASSES, upgrade
-from k2to3.upgrade.needs import auto_named, collect_needs, walk_layers
+from k2to3.upgrade.needed_code import auto_named, collect_needs, walk_layers
 
 VERDICTS = ("portable", "portable with source", "tf-only", "blocked")
 

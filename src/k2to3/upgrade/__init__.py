@@ -16,7 +16,7 @@ from k2to3.upgrade import values
 from k2to3.upgrade.activations import KERAS3_ACTIVATIONS, function_name, portable_function
 from k2to3.upgrade.core import Upgrader
 from k2to3.upgrade.keras1 import translate as keras1
-from k2to3.upgrade.needs import walk_layers
+from k2to3.upgrade.needed_code import walk_layers
 from k2to3.upgrade.node_refs import is_ref, op_node_kwargs
 from k2to3.upgrade.plan import (
     INNER_LAYER_KEYS,

@@ -16,7 +16,7 @@ from typing import Any
 from k2to3.core.findings import Finding
 from k2to3.core.rules import builtin_code
 from k2to3.upgrade.decompile import DECOMPILED_PREFIX, Decompiled, Refused, decompile
-from k2to3.upgrade.needs import walk_layers
+from k2to3.upgrade.needed_code import walk_layers
 
 __all__ = ["DECOMPILED_PREFIX", "decompiled_module", "inspect_lambdas", "loads_here"]
 

@@ -9,7 +9,7 @@ from k2to3.core import optable as ops_mod
 from k2to3.core import rules as rules_mod
 from k2to3.upgrade import tfoplayer, values
 from k2to3.upgrade.layers import layer_config
-from k2to3.upgrade.needs import foreign_keys
+from k2to3.upgrade.needed_code import foreign_keys
 from k2to3.upgrade.node_refs import op_node_kwargs
 from k2to3.upgrade.plan import MODEL_CLASSES, OP_LAYER_CLASSES, RANDOM_LAMBDA, SHAPE_KEYS
 

@@ -10,10 +10,10 @@ import time
 from typing import Any
 
 from k2to3.errors import K2to3Error
-from k2to3.workers import lean
+from k2to3.workers import large_weights
+from k2to3.workers.chunked_arrays import weight_hash
 from k2to3.workers.protocol import BuildRequest
 from k2to3.workers.runtime import constant_initializers, import_modules, keras3, weights_on_disk
-from k2to3.workers.slices import weight_hash
 
 
 def op_build(req: BuildRequest) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def op_build(req: BuildRequest) -> dict[str, Any]:
         from k2to3.workers.optstate import migrate
 
         optimizer = migrate(keras, model, artifact, pairs)
-    with weights_on_disk(req.out), lean.keras3_saving():
+    with weights_on_disk(req.out), large_weights.keras3_saving():
         try:
             model.save(req.out)
         except TypeError as exc:
@@ -74,7 +74,7 @@ def op_build(req: BuildRequest) -> dict[str, Any]:
                    for t in model.inputs],
         "ledger": ledger.to_dict(),
         # a generator: one variable's numpy copy at a time, not a second copy of the whole model
-        "weight_hash": weight_hash(lean.hashable(keras, w) for w in model.weights),
+        "weight_hash": weight_hash(large_weights.hashable(keras, w) for w in model.weights),
         "n_layers": len(model.layers),
         "seconds": time.perf_counter() - t0,
         "warnings": warnings,
@@ -147,7 +147,7 @@ def _unsaveable(build_fn: str, exc: TypeError) -> K2to3Error:
 
 def _call_build_fn(keras: Any, req: BuildRequest, skipped: list[str], dropped: list[str]) -> Any:
     from k2to3.errors import STAND_IN_MARK, Exit
-    from k2to3.workers.builders import call_build, target
+    from k2to3.workers.build_probe import call_build, target
 
     module = sys.modules[os.path.splitext(os.path.basename(req.modules[0]))[0]]
     try:
@@ -183,7 +183,7 @@ def _cudnn_groups(model: Any, artifact: Any, renames: dict[str, str]) -> dict[st
     """File layers holding cuDNN-layout weights where the build function made an LSTM/GRU (textgenrnn): converted
     on restore as Keras 2's load_weights converted them (upgrade/cudnn.py)."""
     from k2to3.upgrade.cudnn import file_layout
-    from k2to3.workers.builders import rnn_class
+    from k2to3.workers.build_probe import rnn_class
 
     out = {}
     for f, entries in artifact.weights.items():

@@ -121,7 +121,7 @@ def op_ckpt_groups(req: CkptGroupsRequest) -> dict[str, Any]:
 def op_ckpt_bridge(req: CkptBridgeRequest) -> dict[str, Any]:
     import tf_keras
 
-    from k2to3.workers.builders import call_build, target
+    from k2to3.workers.build_probe import call_build, target
 
     index = read_index(req.prefix)  # checked again here: the files could have changed since
     module = import_module(req.k2_module)

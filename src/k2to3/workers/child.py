@@ -19,8 +19,9 @@ from typing import Any
 
 from k2to3.errors import K2to3Error, NotRunnableHere
 from k2to3.workers import (
+    archive_bridge,
     build,
-    builders,
+    build_probe,
     checkpoints,
     deferred_imports,
     fixed_random,
@@ -117,13 +118,13 @@ def _cleanup() -> None:
 # registered with its name and reply type) -> the function that serves it, called with the parsed request.
 OPS: dict[type[protocol.Request[Any]], Callable[[Any], dict[str, Any]]] = {
     protocol.BuildRequest: build.op_build,
-    protocol.ProbeBuildsRequest: builders.op_probe_builds,
+    protocol.ProbeBuildsRequest: build_probe.op_probe_builds,
     protocol.CkptGroupsRequest: checkpoints.op_ckpt_groups,
     protocol.CkptBridgeRequest: checkpoints.op_ckpt_bridge,
     protocol.VerifyRequest: keras3_outputs.op_verify,
     protocol.GoldenRequest: tf_keras_outputs.op_golden,
     protocol.GoldenReferenceRequest: reference_model.op_golden_reference,
-    protocol.BridgeRequest: tf_keras_outputs.op_bridge,
+    protocol.BridgeRequest: archive_bridge.op_bridge,
     protocol.Float64Request: reruns.op_float64,
     protocol.GradsRequest: grads.op_grads,
     protocol.GoldenGradsRequest: grads.op_golden_grads,

@@ -325,7 +325,7 @@ OBJECTS.update({"Addons>Maxout": Maxout, "Addons>SpectralNormalization": Spectra
 def _names_a_class(h5: str, classes: object) -> bool:
     """Whether the file's model config names one of `classes` (the optional library is imported only then)."""
     from k2to3.formats.artifact import read_artifact
-    from k2to3.upgrade.needs import walk_layers
+    from k2to3.upgrade.needed_code import walk_layers
 
     art = read_artifact(h5, weights_only_ok=True)
     return bool({lay.get("class_name") for lay in walk_layers(art.model_config or {})} & set(classes))

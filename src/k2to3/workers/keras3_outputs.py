@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers import lean, nhwc
+from k2to3.workers import large_weights, nhwc
+from k2to3.workers.chunked_arrays import weight_hash
 from k2to3.workers.protocol import VerifyRequest
 from k2to3.workers.runtime import (
     flat_numpy,
@@ -19,17 +20,16 @@ from k2to3.workers.runtime import (
     load_keras,
     save_arrays,
 )
-from k2to3.workers.slices import weight_hash
 
 
 def op_verify(req: VerifyRequest) -> dict[str, Any]:
     keras, model, t_load = load_keras(req)
     # Generators: one variable's numpy copy at a time, not a second copy of the whole model.
-    total = weight_hash(lean.hashable(keras, w) for w in model.weights)
+    total = weight_hash(large_weights.hashable(keras, w) for w in model.weights)
     per_layer = {}
     for layer in model.layers:
         if layer.weights:
-            per_layer[layer.name] = weight_hash(lean.hashable(keras, w) for w in layer.weights)
+            per_layer[layer.name] = weight_hash(large_weights.hashable(keras, w) for w in layer.weights)
     xs = load_inputs(req.inputs)
     nhwc.refuse_keras3_tf_cpu(keras, model)
     t1 = time.perf_counter()

@@ -102,7 +102,7 @@ def _cudnn_slot(artifact: LegacyArtifact, weight: str, value: np.ndarray, shape:
     if not artifact.model_config:
         return value
     from k2to3.upgrade.cudnn import convert_slot
-    from k2to3.upgrade.needs import walk_layers
+    from k2to3.upgrade.needed_code import walk_layers
 
     parts = weight.split("/")
     for layer in walk_layers(artifact.model_config):

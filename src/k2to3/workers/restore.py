@@ -15,7 +15,7 @@ import numpy as np
 
 from k2to3.errors import K2to3Error
 from k2to3.formats.artifact import LegacyArtifact, WeightEntry
-from k2to3.workers.slices import SLICED_BYTES, nonfinite
+from k2to3.workers.chunked_arrays import SLICED_BYTES, nonfinite
 
 
 @dataclass
@@ -127,7 +127,7 @@ class Restorer:
                 or str(ds.dtype) != str(var.dtype) or not type(target).__module__.startswith("tensorflow") \
                 or not hasattr(target, "handle"):
             return False
-        from k2to3.workers.lean import Big, tf_fill  # only a tensorflow worker gets here
+        from k2to3.workers.large_weights import Big, tf_fill  # only a tensorflow worker gets here
 
         tf_fill(target, Big(ds).slices())
         self._record(var, entry, int(np.prod(ds.shape)))

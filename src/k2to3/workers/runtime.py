@@ -13,7 +13,7 @@ import numpy as np
 
 from k2to3.core.seeds import WORKER_SEED as SEED
 from k2to3.errors import K2to3Error
-from k2to3.workers import lean
+from k2to3.workers import large_weights
 from k2to3.workers.protocol import Keras3Model
 
 
@@ -170,13 +170,13 @@ def constant_initializers(keras: Any):
 
     def zeros(shape, *args, dtype=None, **kwargs):  # not jnp.zeros: it would compile per shape too
         # no page resident until the restore writes it (torch, jax): keras's own numpy -> tensor path copies
-        return lean.lazy_zeros(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
+        return large_weights.lazy_zeros(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
 
     def ones(self: Any, shape: Any, dtype: Any = None) -> Any:
         # Zeros and Ones initializers (biases, BatchNormalization, optimizer slots) give the same values as theirs,
         # without jnp.zeros / jnp.ones compiling per shape on jax (one call per bias and slot, each shape a compile
         # on a new worker)
-        return lean.host_ones(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
+        return large_weights.host_ones(tuple(shape), keras.backend.standardize_dtype(dtype or "float32"))
 
     for n in names:
         setattr(rnd, n, zeros)
@@ -216,7 +216,7 @@ def load_keras(req: Keras3Model[Any]) -> tuple[Any, Any, float]:
     keras = keras3()
     import_modules(req.modules)
     t0 = time.perf_counter()
-    with constant_initializers(keras), weights_on_disk(req.keras), lean.keras3_loading():
+    with constant_initializers(keras), weights_on_disk(req.keras), large_weights.keras3_loading():
         model = keras.saving.load_model(req.keras, safe_mode=True)
     return keras, model, time.perf_counter() - t0
 

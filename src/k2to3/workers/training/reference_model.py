@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers import lean
+from k2to3.workers import large_weights
 from k2to3.workers.derandomize import noise_off
 from k2to3.workers.protocol import FitGoldenRequest, FitNoiseRequest, GoldenReferenceRequest
 
@@ -105,7 +105,7 @@ def load_compiled(req: Compiled) -> Any:
     if not req.trust_bytecode:
         refuse_bytecode(req.h5)
     kwargs = {"custom_objects": tf_keras_objects(req.h5), "safe_mode": not req.trust_bytecode}
-    with lean.tf_keras_loading():  # large arrays by slices, as the golden load
+    with large_weights.tf_keras_loading():  # large arrays by slices, as the golden load
         try:
             model = tf_keras.models.load_model(req.h5, compile=True, **kwargs)
         except ValueError:

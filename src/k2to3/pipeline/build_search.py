@@ -1,5 +1,5 @@
 """Which --src function builds a weights-only file, and with which arguments: the candidates found statically
-(source/builders.py, best layer-name score first), each confirmed by building it with tf_keras in the tensorflow
+(source/build_candidates.py, best layer-name score first), each confirmed by building it with tf_keras in the tensorflow
 worker and comparing the model's weight groups (layer order, shapes, names) with the file's. One full match is
 taken and reported ("build_and_load_model(model_capacity='tiny') matched 13/13 weight groups"); several
 functions matching, or none, stop with the candidates listed and the exact options that pick one (exit 2)."""
@@ -15,10 +15,10 @@ from typing import Any
 from k2to3.errors import InputError, NotPortable
 from k2to3.formats.artifact import LegacyArtifact
 from k2to3.pipeline.sources import Sources
+from k2to3.source.build_candidates import Builder, find_builders
 from k2to3.source.buildargs import call_text, cli_text
-from k2to3.source.builders import Builder, find_builders
 from k2to3.source.script_builds import with_script_builds
-from k2to3.upgrade.needs import module_name_for
+from k2to3.upgrade.needed_code import module_name_for
 from k2to3.workers.pool import Pool
 from k2to3.workers.process import WorkerError
 from k2to3.workers.protocol import ProbeBuildsRequest

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from k2to3.workers.slices import SLICED_BYTES, Chunked, slices
+from k2to3.workers.chunked_arrays import SLICED_BYTES, Chunked, slices
 
 
 class Big:
