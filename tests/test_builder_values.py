@@ -138,3 +138,17 @@ def test_tf1_keyword_spellings_translate():
     entry = lookup("reduce_mean")
     assert translate(entry, "x", {"axis": 1, "keep_dims": True}) == {"x": "x", "axis": 1, "keepdims": True}
     assert translate(entry, "x", {"reduction_indices": [1]})["axis"] == [1]
+
+
+def test_a_callers_local_literals_give_call_site_values(tmp_path):
+    """machine_translation_of_dates' compile_and_run: `Ty = 10`, `n_a = 32` set in the calling function, then
+    create_model(Tx, Ty, n_a, ...) with Tx a module constant; a local set twice is not one value."""
+    (tmp_path / "nmt.py").write_text(
+        "from keras.layers import Dense, Input, LSTM\nfrom keras.models import Model\nTx = 30\n"
+        "def create_model(Tx, Ty, n_a, n_s):\n    x = Input(shape=(Tx, 4))\n    h = LSTM(n_a)(x)\n"
+        "    return Model(x, [Dense(n_s)(h) for _ in range(Ty)])\n"
+        "def compile_and_run():\n    Ty = 10\n    n_a = 32\n    n_s = 1\n    n_s = 64\n"
+        "    return create_model(Tx, Ty, n_a, n_s)\n")
+    b = find_builders(index_sources([tmp_path / "nmt.py"]), [])[0]
+    assert (b.values["Tx"], b.values["Ty"], b.values["n_a"]) == ([30], [10], [32])
+    assert "n_s" not in b.values

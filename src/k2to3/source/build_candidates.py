@@ -160,6 +160,8 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
             if not isinstance(caller, (ast.FunctionDef, ast.Module)):
                 continue
             defaults = _defaults(caller) if isinstance(caller, ast.FunctionDef) else {}
+            if isinstance(caller, ast.FunctionDef):  # `Ty = 10` then create_model(Tx, Ty, ...) in the caller
+                defaults = {**_local_literals(caller), **defaults}
             for node in ast.walk(caller):
                 if not isinstance(node, ast.Call) or _called(node) != name:
                     continue
@@ -187,6 +189,24 @@ def _call_site_values(name: str, params: list[str], files: list[_File], values: 
                         if how is not None:
                             how.setdefault(param, []).append(
                                 (attrs[arg.attr], f"{cls.name}.{arg.attr} ({file.path.name}:{node.lineno})"))
+
+
+def _local_literals(fn: ast.FunctionDef) -> dict[str, Any]:
+    """The literal values a function's own body gives its local names once (`Ty = 10`, `n_a = 32`): a name assigned
+    twice, or otherwise, is not one value."""
+    seen: dict[str, list[Any]] = {}
+    for node in ast.walk(fn):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    ok, v = _literal(node.value) if isinstance(node, ast.Assign) and t is n else (False, None)
+                    seen.setdefault(n.id, []).append(v if ok else _NOT_LITERAL)
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and v[0] is not _NOT_LITERAL}
+
+
+_NOT_LITERAL = object()
 
 
 def _class_literals(cls: ast.ClassDef) -> dict[str, Any]:
