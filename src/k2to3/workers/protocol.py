@@ -176,29 +176,30 @@ class CkptBridgeRequest(Request[CkptBridgeReply]):
     build_args: dict[str, Any] | None = None
 
 
-@op("verify", VerifyReply)
 @dataclass(frozen=True, kw_only=True)
-class VerifyRequest(Keras3Model[VerifyReply]):
-    """Load the .keras on this backend: parameter counts, weight hashes, outputs on the seeded inputs (every
-    layer's with `layers`)."""
+class OutputsOnInputs:
+    """A model run on the seeded inputs: where they are, where its outputs go, and every layer's with `layers`."""
 
     inputs: str
     out: str
     layers: bool = False
     layers_out: str | None = None
+
+
+@op("verify", VerifyReply)
+@dataclass(frozen=True, kw_only=True)
+class VerifyRequest(Keras3Model[VerifyReply], OutputsOnInputs):
+    """Load the .keras on this backend: parameter counts, weight hashes, outputs on the seeded inputs (every
+    layer's with `layers`)."""
+
     hold: bool = False  # keep the model for op fit (--fit-steps, workers/training/held_models.py)
 
 
 @op("golden", GoldenReply)
 @dataclass(frozen=True, kw_only=True)
-class GoldenRequest(TfKerasModel[GoldenReply]):
+class GoldenRequest(TfKerasModel[GoldenReply], OutputsOnInputs):
     """The Keras 2 golden outputs: tf_keras loads the original model and runs it on the seeded inputs (every
     layer's with `layers`)."""
-
-    inputs: str
-    out: str
-    layers: bool = False
-    layers_out: str | None = None
 
 
 @op("golden_reference", GoldenReferenceReply)

@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from k2to3.core.ruledocs import optimizer_rules  # the loader lives with the other rule data (k2to3 rule reads it)
+from k2to3.interfaces.docgen import replace_section, section_main
 
 BEGIN, END = "<!-- optimizer-rules:begin -->", "<!-- optimizer-rules:end -->"
 
@@ -24,14 +22,8 @@ def render() -> str:
 
 
 def updated(doc: str) -> str:
-    head, _, rest = doc.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return head + render() + tail
+    return replace_section(doc, BEGIN, END, render())
 
 
 if __name__ == "__main__":
-    p = Path(__file__).resolve().parents[4] / "docs" / "optimizers.md"
-    if "--write" in sys.argv:
-        p.write_text(updated(p.read_text()))
-    else:
-        print(render())
+    section_main("optimizers.md", render, updated)

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
+from k2to3.interfaces.docgen import replace_section, section_main
 from k2to3.workers.protocol import OPS, SWITCHES, Keras2Source, fields_of
 
 BEGIN, END = "<!-- worker-ops:begin -->", "<!-- worker-ops:end -->"
@@ -34,14 +33,8 @@ def render() -> str:
 
 
 def updated(doc: str) -> str:
-    head, _, rest = doc.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return head + render() + tail
+    return replace_section(doc, BEGIN, END, render())
 
 
 if __name__ == "__main__":
-    p = Path(__file__).resolve().parents[4] / "docs" / "architecture.md"
-    if "--write" in sys.argv:
-        p.write_text(updated(p.read_text()))
-    else:
-        print(render())
+    section_main("architecture.md", render, updated)
