@@ -162,3 +162,22 @@ def test_keras2_build_idioms_keras3_rejects(pool, tmp_path):
     line = exc.value.line()
     assert exc.value.code == 3 and "fails under Keras 3 at m_k3.py:" in line and "output_shape" in line, line
     assert not (tmp_path / "m.keras").exists()
+
+
+def test_keras2_lr_spelling_keeps_its_rate_in_the_tf_keras_build():
+    """`Adam(lr=0.005)` in a build function (dqn_agent's, DQN code of Keras 2): tf_keras's new optimizers take `lr`
+    and keep their default rate, while the Keras 3 module says learning_rate=0.005 (K2T207); while the build runs
+    (workers/build_probe.py keras2_optimizers) the rate is the one the source gives, and `decay=` builds the legacy
+    optimizer."""
+    import subprocess
+    import sys
+
+    code = ("import os\nos.environ['TF_USE_LEGACY_KERAS'] = '1'\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+            "import tf_keras\nfrom k2to3.workers.build_probe import keras2_optimizers\ndropped = []\n"
+            "with keras2_optimizers(tf_keras.Model, dropped):\n"
+            "    a = tf_keras.optimizers.Adam(lr=0.005)\n    s = tf_keras.optimizers.SGD(lr=0.1, decay=1e-6)\n"
+            "print(round(float(a.learning_rate), 6), round(float(s.learning_rate), 6), type(s).__module__, len(dropped))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    a_rate, s_rate, module, n_dropped = out.stdout.split()[-4:]
+    assert (a_rate, s_rate, n_dropped) == ("0.005", "0.1", "1") and "legacy" in module

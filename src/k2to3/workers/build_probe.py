@@ -88,6 +88,10 @@ def keras2_optimizers(model_cls: Any, dropped: list[str]) -> Iterator[None]:
 
 def _legacy_fallback(name: str, new: Any, legacy: Any, dropped: list[str]) -> Any:
     def make(*args: Any, **kwargs: Any) -> Any:
+        if "lr" in kwargs and "learning_rate" not in kwargs:
+            # Keras 2's spelling: tf_keras's new optimizers take it and keep their default rate (the Keras 3 module
+            # says learning_rate=, K2T207), so the reference would train at another rate than the model
+            kwargs["learning_rate"] = kwargs.pop("lr")
         try:
             return new(*args, **kwargs)
         except ValueError as exc:  # "decay is deprecated in the new TF-Keras optimizer, ... use the legacy optimizer"
