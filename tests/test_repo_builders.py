@@ -176,7 +176,8 @@ def test_keras2_lr_spelling_keeps_its_rate_in_the_tf_keras_build():
             "import tf_keras\nfrom k2to3.workers.build_probe import keras2_optimizers\ndropped = []\n"
             "with keras2_optimizers(tf_keras.Model, dropped):\n"
             "    a = tf_keras.optimizers.Adam(lr=0.005)\n    s = tf_keras.optimizers.SGD(lr=0.1, decay=1e-6)\n"
-            "print(round(float(a.learning_rate), 6), round(float(s.learning_rate), 6), type(s).__module__, len(dropped))\n")
+            "print(round(float(a.learning_rate), 6), round(float(s.learning_rate), 6), type(s).__module__,\n"
+            "      len(dropped))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     a_rate, s_rate, module, n_dropped = out.stdout.split()[-4:]
