@@ -79,3 +79,24 @@ def test_function_builders_are_untouched_and_the_index_is_read_again():
     assert [b.fn for b in found] == ["_k2to3_script_vae"] and "_k2to3_script_vae" in again.defs
     assert "sampling" in again.defs and "original_dim" in again.dynamic
     assert with_script_builds(again)[0] is again  # read once
+
+
+def test_an_alias_of_the_graph_is_taken_not_bound():
+    """washcycle/minimal_vae's CNN VAE: `x = inputs` after an Input whose shape comes from the data is the graph under
+    another name, not a size: the slice goes on to `inputs` and binds only `image_size`."""
+    text = """from keras.datasets import mnist
+from keras.layers import Conv2D, Dense, Flatten, Input
+from keras.models import Model
+(x_train, y_train), _ = mnist.load_data()
+image_size = x_train.shape[1]
+input_shape = (image_size, image_size, 1)
+inputs = Input(shape=input_shape)
+x = inputs
+for i in range(2):
+    x = Conv2D(8, 3, strides=2)(x)
+x = Dense(4)(Flatten()(x))
+encoder = Model(inputs, x)
+encoder.save_weights('e.h5')
+"""
+    b = _one(text)
+    assert b.unbound == ("image_size",) and "    x = inputs\n" in b.code and "    inputs = Input(" in b.code

@@ -155,6 +155,8 @@ def _size_value(stmt: ast.stmt) -> bool:
     value = getattr(stmt, "value", None)
     if isinstance(value, ast.Call) and _called(value) in DATA_CALLS:
         return False  # `x = np.load(...)`: the data itself
+    if isinstance(value, ast.Name):
+        return False  # `x = inputs`: another name for what the slice reaches next, not a size of its own
     return all(_called(n) in SIZE_FUNCTIONS | DATA_CALLS for n in ast.walk(stmt) if isinstance(n, ast.Call))
 
 
