@@ -182,3 +182,20 @@ def test_keras2_lr_spelling_keeps_its_rate_in_the_tf_keras_build():
     assert out.returncode == 0, out.stderr[-2000:]
     a_rate, s_rate, module, n_dropped = out.stdout.split()[-4:]
     assert (a_rate, s_rate, n_dropped) == ("0.005", "0.1", "1") and "legacy" in module
+
+
+@pytest.mark.slow
+def test_a_model_that_fails_its_inputs_on_both_sides_is_a_precise_stop(pool, tmp_path):
+    """fixed_batch: a graph that fixes its batch size (the Keras example VAEs' `K.random_normal(shape=(batch_size,
+    latent_dim))`) fails on k2to3's seeded batch under tf_keras as on every backend: the model's property, not a
+    k2to3 bug (was exit 4, "no backend could load the converted model"); nothing is written."""
+    from k2to3.errors import K2to3Error
+
+    out = tmp_path / "m.keras"
+    with pytest.raises(K2to3Error) as err:
+        convert(Options(src=REPOS / "fixed_batch" / "weights.h5", output=out,
+                        sources=(str(REPOS / "fixed_batch" / "batch_model.py"),)), pool=pool)
+    assert int(err.value.code) == 3 and not out.exists()
+    assert err.value.line().startswith("the Keras 2 model fails on k2to3's seeded inputs under tf_keras as on "
+                                       "every backend"), err.value.line()
+    assert "--input FILE.npz" in err.value.line()

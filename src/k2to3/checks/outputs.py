@@ -98,6 +98,7 @@ def collect(run: Run, done: dict[str, Done]) -> None:
         kind = "tensorflow" if _ran(results.get("tensorflow", {"error": 1})) else next(
             (b for b in run.backends if _ran(results[b])), None)
         if kind is None:
+            _model_fails_its_inputs(run, results)
             raise K2to3Error("no backend could load the converted model", Exit.INTERNAL,
                              hint=f"see {report['backends'] if 'backends' in report else 'the worker logs'}")
         run.outputs = run.load(f"out-{kind}")
@@ -149,13 +150,30 @@ FIXED_RANDOM = ("the model draws random numbers (keras.random in Keras 3): compa
                 "same fixed pattern on each side; the random streams themselves differ (docs/verify.md \"Random ops\")")
 
 
+def _model_fails_its_inputs(run: Run, results: dict[str, dict[str, Any]]) -> None:
+    """tf_keras's own run of the Keras 2 model failed too, on the same seeded inputs: the model does not take them
+    (a graph that fixes its batch size, `K.random_normal(shape=(batch_size, latent_dim))`), which is no fault of
+    the conversion. One line, exit 3, naming both sides' errors; inputs it takes go in with --input."""
+    why = (run.report.get("reference") or {}).get("reason") or ""
+    if not why.startswith(GOLDEN_FAILED) or not results:
+        return
+    first = next(iter(results.values())).get("error") or ""
+    raise K2to3Error(f"the Keras 2 model fails on k2to3's seeded inputs under tf_keras as on every backend, so there "
+                     f"is nothing to compare ({why[len(GOLDEN_FAILED):][:200]}; Keras 3: {first[:200]})",
+                     Exit.NOT_PORTABLE, hint="pass inputs the model takes with --input FILE.npz (a graph that fixes "
+                     "its batch size takes only that batch)")
+
+
+GOLDEN_FAILED = "tf_keras could not load the file: "
+
+
 def _reference(run: Run, fut_golden: Future) -> list[np.ndarray] | None:
     g, exc = fut_golden.result()
     if g is None and exc is None:
         run.report["reference"] = {"kind": None, "reason": "golden reference disabled"}
         return None
     if exc is not None:
-        run.report["reference"] = {"kind": None, "reason": f"tf_keras could not load the file: {exc.message}"}
+        run.report["reference"] = {"kind": None, "reason": f"{GOLDEN_FAILED}{exc.message}"}
         run.progress("Keras 2 golden unavailable; using the Keras 3 tensorflow result as reference")
         return None
     run.report["reference"] = {"kind": "keras2-tf_keras", "keras_version": g["keras_version"],
